@@ -1,0 +1,193 @@
+"""Measure the replay fingerprint on the spoken-digit corpus and print the table for docs/voice.md.
+
+    .venv/bin/python benchmarks/replay.py [--quick] [--corpus ../shared/corpus/fsdd]
+
+Every replay goes through the real intake (``decode`` on the bytes) and is checked against the
+library of its speaker's 500 takes, the original among them, so the coarse shortlist has to find
+it among 49 other takes of the same digit. False flags are counted over every pair of distinct
+takes of the same digit by the same speaker. ``--quick`` uses every tenth clip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import io
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import soundfile
+from scipy.signal import resample_poly
+
+from voicegate.errors import AudioRefused
+from voicegate.voice.audio import SAMPLE_RATE, decode, from_samples
+from voicegate.voice.fingerprint import THRESHOLD, Library, features, load, similarity
+
+ROOT = Path(__file__).resolve().parent.parent
+Floats = npt.NDArray[np.float64]
+Transform = Callable[[Floats, np.random.Generator], bytes]
+
+
+def wav(x: Floats, rate: int = SAMPLE_RATE, subtype: str = "PCM_16") -> bytes:
+    buf = io.BytesIO()
+    soundfile.write(buf, x, rate, format="WAV", subtype=subtype)
+    return buf.getvalue()
+
+
+def ffmpeg(data: bytes, *args: str) -> bytes:
+    cmd = ["ffmpeg", "-loglevel", "error", "-i", "pipe:0", *args, "pipe:1"]
+    return subprocess.run(cmd, input=data, capture_output=True, check=True).stdout
+
+
+def noisy(x: Floats, snr_db: float, rng: np.random.Generator) -> Floats:
+    n = rng.standard_normal(len(x))
+    n *= np.sqrt(np.mean(x**2) / np.mean(n**2)) / 10 ** (snr_db / 20)
+    return x + n
+
+
+def trim(x: Floats, share: float) -> Floats:
+    cut = int(len(x) * share / 2)
+    return x[cut : len(x) - cut]
+
+
+TRANSFORMS: dict[str, Transform] = {
+    "resample to 44.1 kHz": lambda x, r: wav(resample_poly(x, 441, 160), 44100),
+    "resample to 8 kHz": lambda x, r: wav(resample_poly(x, 1, 2), 8000),
+    "gain +6 dB (float WAV)": lambda x, r: wav(x * 2.0, subtype="FLOAT"),
+    "gain -6 dB": lambda x, r: wav(x * 0.5),
+    "noise 30 dB SNR": lambda x, r: wav(noisy(x, 30, r), subtype="FLOAT"),
+    "noise 20 dB SNR": lambda x, r: wav(noisy(x, 20, r), subtype="FLOAT"),
+    "noise 10 dB SNR": lambda x, r: wav(noisy(x, 10, r), subtype="FLOAT"),
+    "pad 0.5 s silence each side": lambda x, r: wav(np.r_[np.zeros(8000), x, np.zeros(8000)]),
+    "trim 10 % (5 % each end)": lambda x, r: wav(trim(x, 0.10)),
+    "trim 20 % (10 % each end)": lambda x, r: wav(trim(x, 0.20)),
+    "mp3 64 kbit/s round trip": lambda x, r: ffmpeg(
+        ffmpeg(wav(x), "-c:a", "libmp3lame", "-b:a", "64k", "-f", "mp3"), "-f", "wav"
+    ),
+    "opus 24 kbit/s (OGG upload)": lambda x, r: ffmpeg(
+        wav(x), "-c:a", "libopus", "-b:a", "24k", "-f", "ogg"
+    ),
+    "opus 16 kbit/s (WebM upload)": lambda x, r: ffmpeg(
+        wav(x), "-c:a", "libopus", "-b:a", "16k", "-f", "webm"
+    ),
+    "speed +5 % (expected miss)": lambda x, r: wav(resample_poly(x, 20, 21)),
+    "speed -5 % (expected miss)": lambda x, r: wav(resample_poly(x, 21, 20)),
+}
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))}), {model}, {platform.python_version()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every tenth clip only")
+    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "fsdd")
+    args = parser.parse_args()
+    step = 10 if args.quick else 1
+    rng = np.random.default_rng(20240601)
+
+    files = sorted(args.corpus.glob("*.wav"))
+    clips = {f.stem: decode(f.read_bytes()).samples.astype(np.float64) for f in files}
+    prints = {k: load(features_of(v)) for k, v in clips.items()}
+    print(f"# {len(clips)} clips decoded; threshold {THRESHOLD}")
+
+    by_speaker: dict[str, Library] = collections.defaultdict(Library)
+    groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for key, item in prints.items():
+        digit, speaker, _ = key.split("_")
+        by_speaker[speaker].add(key, item)
+        groups[(digit, speaker)].append(key)
+
+    scores = [
+        similarity(prints[a], prints[b])
+        for keys in groups.values()
+        for i, a in enumerate(keys)
+        for b in keys[i + 1 :]
+    ]
+    neg = np.array(scores)
+    flagged = int(np.sum(neg >= THRESHOLD))
+    print(f"\nHard negatives: {len(neg)} pairs of distinct takes, same speaker and digit")
+    print(f"false flags at {THRESHOLD}: {flagged} ({100 * flagged / len(neg):.3f} %)")
+    print(
+        "similarity percentiles 50/99/99.9/max: "
+        + " / ".join(f"{v:.3f}" for v in np.percentile(neg, [50, 99, 99.9, 100]))
+    )
+
+    chosen = sorted(clips)[::step]
+    print(f"\nReplays of {len(chosen)} clips, each checked against its speaker's 500 takes\n")
+    print("| transformation | refused as reused | refused at intake | passed | min score |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, make in TRANSFORMS.items():
+        reused = intake = passed = 0
+        low = 1.0
+        for key in chosen:
+            try:
+                clip = decode(make(clips[key], rng))
+            except AudioRefused:
+                intake += 1
+                continue
+            query = load(features(clip))
+            library = by_speaker[key.split("_")[1]]
+            low = min(low, similarity(query, prints[key]))
+            if library.match(query) is not None:
+                reused += 1
+            else:
+                passed += 1
+        n = len(chosen)
+        print(
+            f"| {name} | {100 * reused / n:.1f} % | {100 * intake / n:.1f} % "
+            f"| {passed} of {n} | {low:.3f} |"
+        )
+
+    print("\nCheck time against one user's stored clips (median of 50 checks, ms)\n")
+    print("| stored clips | features(clip) | library.match |")
+    print("| --- | --- | --- |")
+    pool = list(clips.values())
+    for size in (100, 1000, 10000):
+        library = Library()
+        for i in range(size):
+            x = pool[i % len(pool)]
+            shifted = np.roll(noisy(x, 40, rng), int(rng.integers(0, len(x))))
+            library.add(str(i), load(features_of(shifted)))
+        queries = [pool[int(rng.integers(0, len(pool)))][::-1].copy() for _ in range(50)]
+        feat_ms: list[float] = []
+        match_ms: list[float] = []
+        for q in queries:
+            t0 = time.perf_counter()
+            item = load(features_of(q))
+            t1 = time.perf_counter()
+            library.match(item)
+            t2 = time.perf_counter()
+            feat_ms.append(1000 * (t1 - t0))
+            match_ms.append(1000 * (t2 - t1))
+        print(
+            f"| {size:,} | {statistics.median(feat_ms):.1f} | {statistics.median(match_ms):.1f} |"
+        )
+    print(f"\n{datetime.date.today()}, {machine()}")
+    return 0
+
+
+def features_of(x: Floats) -> bytes:
+    """Features of samples that are already 16 kHz."""
+    return features(from_samples(x, SAMPLE_RATE))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,272 @@
+"""The /approve page in real headless Chromium against a real uvicorn server.
+
+Pair with a code, see the exact card text, approve by tap and by keyboard, get a polite warning
+before the deadline and more time with one key, and speak "the second one" through Chromium's
+fake microphone. Screenshots go to test-artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from tests.conftest import FIXTURES, ROOT, require
+from tests.device.kit import Executed
+from voicegate.device.pairing import start_pairing
+from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.types import DeviceKind, PendingSet, Risk
+from voicegate.secrets import KeyRing
+from voicegate.services import Services
+from voicegate.store import open_store
+
+pytestmark = pytest.mark.browser
+
+T = TypeVar("T")
+CHROMIUM = Path("/usr/bin/chromium")
+SPEECH = FIXTURES / "browser" / "the_second_one.wav"
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+WAIT_MS = 20_000
+NOTES = [
+    ActionRequest("write_note", {"name": "shopping", "text": "milk"}),
+    ActionRequest("write_note", {"name": "shopping", "text": "eggs"}),
+]
+
+
+class ShiftedClock:
+    """Real time plus an offset the test can move forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+class Server:
+    """uvicorn on a free port in its own thread and event loop, with the gate reachable."""
+
+    def __init__(self, voice: Any) -> None:
+        import uvicorn
+        from fastapi import FastAPI
+
+        from voicegate.device.routes import device_router
+        from voicegate.web.approve import approve_router
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.clock = ShiftedClock()
+        self.executed = Executed()
+        self.store = self.run(open_store("memory"))
+        self.gate = Gate(
+            self.store,
+            executor=self.executed,
+            is_write=lambda tool: True,
+            receipt_keys=KeyRing.generate(),
+            clock=self.clock,
+        )
+        self.services = Services(self.store, self.gate, voice, self.clock)
+        app = FastAPI()
+        app.include_router(device_router(self.services))
+        app.include_router(approve_router(self.services))
+        with contextlib.closing(socket.socket()) as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=60)
+
+    def start(self) -> None:
+        self.serving = asyncio.run_coroutine_threadsafe(self.server.serve(), self.loop)
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or self.serving.done():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)  # waiting for the server thread, not for the code under test
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.serving.result(timeout=20)
+        self.run(self.store.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def code(self, user: str = "asha", kind: DeviceKind = DeviceKind.VOICE) -> str:
+        return self.run(start_pairing(self.store, user, kind, clock=self.clock))
+
+    def propose(self, n: int = 1, risk: Risk = Risk.LOW) -> PendingSet:
+        return self.run(self.gate.propose("asha", NOTES[:n], risk=risk))
+
+
+def voice_pipeline() -> Any:
+    """The real recogniser pipeline, or None where it is not installed."""
+    try:
+        from voicegate.voice import pipeline
+    except ImportError:
+        return None
+    factory = getattr(pipeline, "default_pipeline", None) or getattr(pipeline, "build", None)
+    return factory() if callable(factory) else None
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    running = Server(voice_pipeline())
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    require(CHROMIUM.exists(), "Debian chromium at /usr/bin/chromium")
+    require(SPEECH.exists(), f"the fake microphone clip {SPEECH}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={SPEECH}",
+    ]
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterator[Any]:
+    scheme = "dark" if "dark" in request.node.name else "light"
+    context = browser.new_context(
+        base_url=server.url, color_scheme=scheme, viewport={"width": 420, "height": 860}
+    )
+    context.grant_permissions(["microphone"], origin=server.url)
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield opened
+    context.close()
+    assert errors == []
+
+
+def pair(page: Any, server: Server, query: str = "") -> None:
+    page.goto("/approve" + query)
+    page.get_by_label("Pairing code").fill(server.code())
+    page.get_by_role("button", name="Pair this device").click()
+    page.locator("#cards-section").wait_for(state="visible")
+
+
+def expect(locator: Any) -> Any:
+    """Playwright's retrying assertions (they poll without evaluating strings under the CSP)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_pair_see_the_card_and_tap_approve(page: Any, server: Server) -> None:
+    pair(page, server)
+    proposed = server.propose(1)
+    card = page.locator(f'[data-pending-id="{proposed.id}"] button.card')
+    card.wait_for()
+    assert card.locator(".text").text_content() == proposed.actions[0].card_text
+    assert card.locator(".text").inner_text() == proposed.actions[0].card_text
+    box = card.bounding_box()
+    assert box["height"] >= 44 and box["width"] >= 44
+    shot(page, "01-card-waiting")
+    card.click()
+    page.locator("#result .ok").wait_for()
+    assert "Done" in page.locator("#result").inner_text()
+    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "milk"})
+    shot(page, "02-approved-by-tap")
+
+
+def test_high_risk_by_keyboard_alone_in_dark_mode(page: Any, server: Server) -> None:
+    pair(page, server)
+    before = len(server.executed.calls)
+    proposed = server.propose(2, risk=Risk.HIGH)
+    page.locator(f'[data-pending-id="{proposed.id}"] button.card').first.wait_for()
+    focused = ""
+    for _ in range(30):  # Tab from the top until the second card has focus
+        page.keyboard.press("Tab")
+        focused = page.evaluate("document.activeElement.getAttribute('data-card') || ''")
+        if focused == "2":
+            break
+    assert focused == "2"
+    shot(page, "03-dark-keyboard-focus")
+    page.keyboard.press("Enter")
+    page.locator(".set.final").wait_for()
+    assert "eggs" in page.locator(".set.final").inner_text()
+    assert len(server.executed.calls) == before
+    page.locator(".set.final button.confirm").focus()
+    page.keyboard.press("Enter")
+    page.locator("#result .ok", has_text="Done").wait_for()
+    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "eggs"})
+    receipt = server.run(server.gate.receipts("asha"))[-1]
+    assert receipt.input is not None and receipt.input.value == "key"
+    shot(page, "04-dark-confirmed-by-keyboard")
+
+
+def test_warning_before_the_deadline_and_more_time_with_one_key(page: Any, server: Server) -> None:
+    pair(page, server)
+    proposed = server.propose(1)
+    article = page.locator(f'[data-pending-id="{proposed.id}"]')
+    article.wait_for()
+    # Jump the server clock to 25 s before the deadline; the page re-syncs from its answers.
+    server.clock.offset += proposed.ttl - 25
+    page.locator(".set.warning").wait_for()
+    announce = page.locator("#announce")
+    expect(announce).to_contain_text("seconds left")
+    assert announce.get_attribute("aria-live") == "polite"
+    shot(page, "05-warning-before-deadline")
+    old_deadline = float(article.get_attribute("data-deadline"))
+    page.locator("body").press("m")
+    expect(article).not_to_have_class(re.compile(r"\bwarning\b"))
+    expect(page.locator("#result")).to_contain_text("More time given")
+    new_deadline = float(article.get_attribute("data-deadline"))
+    assert new_deadline > old_deadline + 60
+    extended = server.run(server.gate.status(proposed.id))
+    assert extended.deadline == new_deadline and extended.extensions == 1
+    shot(page, "06-more-time-given")
+    server.run(server.gate.cancel(proposed.id, user="asha"))
+
+
+def test_speak_the_second_one_and_the_second_action_runs(page: Any, server: Server) -> None:
+    require(server.services.voice is not None, "the recogniser pipeline (voicegate.voice.pipeline)")
+    pair(page, server, "?max_record_ms=2500")
+    proposed = server.propose(2)
+    speak = page.locator(f'[data-pending-id="{proposed.id}"] button.speak')
+    speak.click()
+    page.locator("#result .heard").wait_for(timeout=60_000)
+    shot(page, "07-voice-answer")
+    text = page.locator("#result").inner_text()
+    assert "second" in text.lower()
+    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "eggs"}), text

@@ -1,0 +1,31 @@
+"""Shared test settings: where the corpus and PostgreSQL are, and failing loudly in CI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
+FSDD = CORPUS / "fsdd"
+FIXTURES = ROOT / "fixtures" / "audio"
+PG_DSN = os.environ.get("VOICEGATE_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require(condition: bool, what: str) -> None:
+    """Skip locally, but fail under CI=true, when something a test needs is missing."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"{what} is missing, and CI=true forbids skipping", pytrace=False)
+    pytest.skip(f"{what} is missing")
+
+
+@pytest.fixture(scope="session")
+def fsdd() -> Path:
+    """The real spoken-digit recordings in ../shared/corpus/fsdd."""
+    require(FSDD.is_dir() and any(FSDD.glob("*.wav")), f"the FSDD corpus at {FSDD}")
+    return FSDD

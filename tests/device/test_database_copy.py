@@ -1,0 +1,205 @@
+"""A full copy of the SQLite database gives nobody the power to approve: it holds no signing key."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import json
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from fastapi import FastAPI
+
+from tests.device.kit import Clock, Executed, paired_device
+from voicegate.device import signing
+from voicegate.device.routes import device_router
+from voicegate.errors import DeviceRefused
+from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.types import Device, Risk
+from voicegate.reasons import Reason
+from voicegate.secrets import KeyRing
+from voicegate.services import Services
+from voicegate.store import open_store
+
+NOTE = ActionRequest("write_note", {"name": "door", "text": "unlock"})
+
+
+@pytest.fixture
+async def sqlite_services(
+    tmp_path: Path, clock: Clock, executed: Executed
+) -> AsyncIterator[Services]:
+    store = await open_store(str(tmp_path / "gate.db"))
+    gate = Gate(
+        store,
+        executor=executed,
+        is_write=lambda t: True,
+        receipt_keys=KeyRing.generate(),
+        clock=clock,
+    )
+    yield Services(store=store, gate=gate, clock=clock)
+    await store.close()
+
+
+def every_string(db: Path) -> Iterator[str | bytes]:
+    """Every text and blob value in every table of ``db``, and every string nested in JSON."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                for value in row:
+                    if isinstance(value, bytes):
+                        yield value
+                    elif isinstance(value, str):
+                        yield value
+                        yield from _nested(value)
+
+
+def _nested(text: str) -> Iterator[str]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            yield item
+
+
+def private_keys_from(value: str | bytes) -> Iterator[ec.EllipticCurvePrivateKey]:
+    """Every way ``value`` could be read as an EC private key: PEM, DER, JWK ``d``, raw scalar."""
+    raw = value.encode("utf-8", "replace") if isinstance(value, str) else value
+    decoded = [raw]
+    for decode in (bytes.fromhex, base64.b64decode, base64.urlsafe_b64decode):
+        with contextlib.suppress(ValueError):
+            text = raw.decode("ascii").strip()
+            decoded.append(
+                decode(text + ("=" * (-len(text) % 4) if decode != bytes.fromhex else ""))
+            )
+    for blob in decoded:
+        for load in (serialization.load_pem_private_key, serialization.load_der_private_key):
+            with contextlib.suppress(ValueError, TypeError):
+                key = load(blob, password=None)
+                if isinstance(key, ec.EllipticCurvePrivateKey):
+                    yield key
+        if len(blob) == 32:
+            scalar = int.from_bytes(blob, "big")
+            if 0 < scalar < signing.P256_ORDER:
+                yield ec.derive_private_key(scalar, ec.SECP256R1())
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        jwk = json.loads(raw)
+        if isinstance(jwk, dict) and "d" in jwk:
+            d = base64.urlsafe_b64decode(jwk["d"] + "==")
+            yield ec.derive_private_key(int.from_bytes(d, "big"), ec.SECP256R1())
+
+
+async def test_copy_of_the_database_cannot_sign_an_approval(
+    tmp_path: Path, sqlite_services: Services, clock: Clock, executed: Executed
+) -> None:
+    services = sqlite_services
+    app = FastAPI()
+    app.include_router(device_router(services))
+    transport = httpx.ASGITransport(app=app, client=("192.0.2.10", 50000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        owner = await paired_device(client, services, clock)
+        # Some history: one approved write, and one still waiting, its nonce in the database.
+        await services.gate.propose("asha", [NOTE], risk=Risk.LOW)
+        first = (await owner.get("/device/pending")).json()["sets"][0]
+        body = {"pending_id": first["id"], "nonce": first["nonce"], "decision": "confirm"}
+        assert (await owner.post_json("/device/tap", body)).json()["released"] is True
+        waiting = await services.gate.propose("asha", [NOTE], risk=Risk.LOW)
+
+        db = tmp_path / "gate.db"
+        copy_dir = tmp_path / "stolen"
+        copy_dir.mkdir()
+        for part in tmp_path.glob("gate.db*"):
+            shutil.copy(part, copy_dir / part.name)
+        values = list(every_string(copy_dir / db.name))
+        assert any(isinstance(v, str) and waiting.nonce in v for v in values)
+        stored: Device | None = await services.store.devices.get(owner.id)
+        assert stored is not None
+
+        target = "/device/tap"
+        tap = json.dumps(
+            {"pending_id": waiting.id, "nonce": waiting.nonce, "decision": "confirm"}
+        ).encode()
+        stamp = str(int(clock()))
+        message = signing.canonical(owner.id, "POST", target, stamp, tap)
+        tried = 0
+        for value in values:
+            secret = value.encode() if isinstance(value, str) else value
+            # As an HMAC key, the way a shared-secret scheme would sign.
+            mac = hmac.new(secret, message, hashlib.sha256).digest()
+            forged = [base64.urlsafe_b64encode(mac).decode().rstrip("="), _b64(mac + mac)]
+            # As a private key, in every encoding it might be hiding in.
+            for key in private_keys_from(value):
+                assert (
+                    key.public_key().public_numbers()
+                    != signing.load_public_key(stored.public_key).public_numbers()
+                )
+                forged.append(
+                    signing.sign(key, owner.id, "POST", target, tap, clock())[
+                        signing.SIGNATURE_HEADER
+                    ]
+                )
+            # And the stored value itself, sent as the signature.
+            forged.append(_b64(secret[:64]))
+            for signature in forged:
+                tried += 1
+                request = signing.SignedRequest(owner.id, "POST", target, stamp, tap, signature)
+                with pytest.raises(DeviceRefused) as caught:
+                    signing.verify(stored, request, now=clock())
+                assert caught.value.reason is Reason.BAD_DEVICE_SIGNATURE
+        assert tried > 100
+
+        # Through the real route too: a forged tap on the waiting set is refused and runs nothing.
+        headers = {
+            signing.DEVICE_HEADER: owner.id,
+            signing.TIMESTAMP_HEADER: stamp,
+            signing.SIGNATURE_HEADER: _b64(
+                hmac.new(stored.public_key.encode(), message, hashlib.sha256).digest()
+            ),
+            "Content-Type": "application/json",
+        }
+        response = await client.post(target, content=tap, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["reason"] == Reason.BAD_DEVICE_SIGNATURE
+        assert len(executed.calls) == 1
+        # The device whose key never touched the database still can.
+        assert (await owner.post_json(target, json.loads(tap))).json()["released"] is True
+        assert len(executed.calls) == 2
+
+
+def test_private_key_probe_finds_a_key_when_one_is_there() -> None:
+    # The probe above must be able to find a key, or its silence would prove nothing.
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    scalar = key.private_numbers().private_value.to_bytes(32, "big")
+    jwk = json.dumps({"kty": "EC", "crv": "P-256", "d": _b64(scalar)})
+    for hidden in (pem, scalar.hex(), _b64(scalar), jwk):
+        found = list(private_keys_from(hidden))
+        assert any(
+            k.private_numbers().private_value == key.private_numbers().private_value for k in found
+        )
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")

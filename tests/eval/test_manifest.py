@@ -1,0 +1,122 @@
+"""The manifest format: every line checked, faults reported with their line number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voicegate.eval.manifest import Case, ManifestError, case_to_dict, load, parse, parse_expect
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+
+BASE = Path("/corpus")
+
+
+def line(**changes: Any) -> str:
+    data: dict[str, Any] = {
+        "id": "a",
+        "audio": "clips/a.ogg",
+        "cards": 3,
+        "stage": "choose",
+        "expect": "choose:2",
+        "class": "genuine",
+        "lang": "en",
+    }
+    data.update(changes)
+    return json.dumps({k: v for k, v in data.items() if v is not None})
+
+
+def fault(*lines: str) -> ManifestError:
+    with pytest.raises(ManifestError) as info:
+        parse(lines, BASE)
+    return info.value
+
+
+def test_a_valid_line_becomes_a_case_with_defaults() -> None:
+    (case,) = parse([line()], BASE)
+    assert case == Case(
+        id="a",
+        audio="clips/a.ogg",
+        path=BASE / "clips/a.ogg",
+        cards=3,
+        stage=Stage.CHOOSE,
+        expect=Decision(Kind.CHOOSE, 2),
+        label="genuine",
+        lang="en",
+        user="u1",
+        line=1,
+    )
+
+
+def test_the_audio_path_is_relative_to_the_manifest(tmp_path: Path) -> None:
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "a.ogg").write_bytes(b"x")
+    (tmp_path / "m.jsonl").write_text(line() + "\n", encoding="utf-8")
+    (case,) = load(tmp_path / "m.jsonl")
+    assert case.path == tmp_path / "clips" / "a.ogg"
+
+
+def test_a_missing_clip_is_reported_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "m.jsonl").write_text("\n" + line() + "\n", encoding="utf-8")
+    with pytest.raises(ManifestError) as info:
+        load(tmp_path / "m.jsonl")
+    assert info.value.line == 2
+    assert load(tmp_path / "m.jsonl", check_audio=False)[0].line == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        line(cards=0),
+        line(cards=6),
+        line(cards=True),
+        line(cards="3"),
+        line(stage="confirm"),
+        line(expect="choose:4"),
+        line(expect="choose"),
+        line(expect="confirm:1"),
+        line(expect="yes"),
+        line(stage="final", expect="choose:1"),
+        line(lang="hi"),
+        line(id=""),
+        line(audio="/abs/a.ogg"),
+        line(audio="clips\\a.ogg"),
+        line(user=""),
+        line(extra=1),
+        line(lang=None),
+        "[1, 2]",
+        "{not json",
+    ],
+)
+def test_a_malformed_line_is_refused_with_its_number(bad: str) -> None:
+    assert fault(line(id="first"), bad).line == 2
+
+
+def test_ids_are_unique() -> None:
+    assert fault(line(), line()).line == 2
+
+
+def test_a_replay_must_follow_its_original_and_expect_refuse() -> None:
+    original = line(id="o")
+    replay = line(id="r", expect="refuse", class_="replay", replay_of="o")
+    replay = replay.replace("class_", "class")
+    assert [c.replay_of for c in parse([original, replay], BASE)] == [None, "o"]
+    assert fault(replay, original).line == 1
+    assert fault(original, line(id="r", replay_of="o")).line == 2
+
+
+def test_an_empty_manifest_is_refused() -> None:
+    assert fault("", "  ").line == 0
+
+
+@pytest.mark.parametrize(
+    "text", ["choose:1", "choose:5", "confirm", "cancel", "more_time", "refuse"]
+)
+def test_expect_round_trips(text: str) -> None:
+    (case,) = parse([line(cards=5, expect=text)], BASE)
+    assert case.expect_text == text
+    assert json.loads(json.dumps(case_to_dict(case)))["expect"] == text
+    assert parse_expect(text) == case.expect

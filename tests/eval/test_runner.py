@@ -1,0 +1,137 @@
+"""The runner end to end through the real app and upstream, with scripted recognisers.
+
+A scripted recogniser stands in for Whisper here so the runner's own bookkeeping can be checked
+fast: a perfect one scores every case, and a yes-man is caught releasing what it should not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from voicegate.eval import runner
+from voicegate.eval.manifest import Case, load, parse_expect
+from voicegate.eval.report import summary
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+
+CASES = [
+    ("pick-two", 3, "choose", "choose:2"),
+    ("final-yes", 3, "final", "confirm"),
+    ("only-card-yes", 1, "choose", "confirm"),
+    ("cancel", 2, "final", "cancel"),
+    ("wait", 4, "choose", "more_time"),
+    ("hedge", 2, "choose", "refuse"),
+]
+
+
+@dataclass
+class Heard:
+    decision: Decision
+    transcripts: tuple[str, ...] = ("scripted",)
+    readings: tuple[Any, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    fingerprint_id: str | None = None
+    recogniser: str = "scripted"
+    model: str = "none"
+    language: str = "en"
+
+
+class Scripted:
+    """Answers from a table keyed by the clip's bytes, or always the same answer."""
+
+    def __init__(self, table: dict[str, Decision] | None = None, always: Decision | None = None):
+        self.table = table or {}
+        self.always = always
+
+    async def decide(
+        self, audio: bytes, *, user: str, cards: Any, stage: Stage, content_type: str | None = None
+    ) -> Heard:
+        if self.always is not None:
+            return Heard(self.always)
+        return Heard(
+            self.table.get(
+                hashlib.sha256(audio).hexdigest(), Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+            )
+        )
+
+
+def manifest(tmp_path: Path) -> tuple[list[Case], dict[str, Decision]]:
+    table: dict[str, Decision] = {}
+    lines = []
+    for n, (name, cards, stage, expect) in enumerate(CASES):
+        path = tmp_path / f"{name}.wav"
+        sf.write(path, np.full(1600 + n, 0.01, dtype=np.float32), 16000, subtype="PCM_16")
+        table[hashlib.sha256(path.read_bytes()).hexdigest()] = parse_expect(expect)
+        lines.append(
+            json.dumps(
+                {
+                    "id": name,
+                    "audio": path.name,
+                    "cards": cards,
+                    "stage": stage,
+                    "expect": expect,
+                    "class": "c",
+                    "lang": "en",
+                    "user": f"u{n % 2}",
+                }
+            )
+        )
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return load(tmp_path / "m.jsonl"), table
+
+
+async def test_a_perfect_recogniser_scores_every_case_and_writes_the_right_cards(
+    tmp_path: Path,
+) -> None:
+    cases, table = manifest(tmp_path)
+    async with runner.in_process(Scripted(table)) as harness:
+        results = await runner.evaluate(cases, harness, progress=False)
+    doc = summary(results)
+    assert (doc["correct"], doc["false_releases"]) == (len(CASES), 0)
+    assert [r.write for r in results] == [2, 3, 1, None, None, None]
+    assert len(harness.devices) == 2
+
+
+async def test_a_yes_man_recogniser_is_caught_releasing(tmp_path: Path) -> None:
+    cases, _ = manifest(tmp_path)
+    async with runner.in_process(Scripted(always=Decision(Kind.CONFIRM))) as harness:
+        results = await runner.evaluate(cases, harness, progress=False)
+    false = {r.id for r in results if r.false_release}
+    # On one open card or the final card a yes runs a write; several open cards stay ambiguous.
+    assert "cancel" in false
+    assert not any(r.write for r in results if r.id in ("pick-two", "hedge", "wait"))
+
+
+async def test_a_wrong_card_is_a_false_release(tmp_path: Path) -> None:
+    cases, _ = manifest(tmp_path)
+    async with runner.in_process(Scripted(always=Decision(Kind.CHOOSE, 1))) as harness:
+        (result,) = await runner.evaluate(cases[:1], harness, progress=False)
+    assert (result.write, result.false_release) == (1, True)
+
+
+def test_the_command_exits_2_on_a_bad_manifest(tmp_path: Path) -> None:
+    (tmp_path / "m.jsonl").write_text('{"id": 1}\n', encoding="utf-8")
+    args = argparse.Namespace(manifest=tmp_path / "m.jsonl", limit=None, url=None)
+    assert runner.run(args) == 2
+
+
+def test_answers_parse_whatever_the_status() -> None:
+    assert runner.parse_answer(
+        200, {"decision": "choose", "card": 2, "reason": None, "heard": ["two"]}
+    ) == ("choose", 2, None, ("two",))
+    assert runner.parse_answer(422, {"reason": "corrupt", "next_step": ""}) == (
+        "refuse",
+        None,
+        "corrupt",
+        (),
+    )
+    assert runner.parse_answer(500, None)[0] == "refuse"
+    assert runner.parse_answer(422, {"decision": "confirm", "card": 1, "reason": "x"})[1] is None

@@ -1,0 +1,59 @@
+"""100 confirms of one pending set from two OS processes execute exactly once, per backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.store.conftest import with_schema
+from tests.store.processes import race
+from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.receipts import verify_chain
+from voicegate.gate.types import Device, DeviceKind, Risk
+from voicegate.secrets import KeyRing, generate_secret
+from voicegate.store import open_store
+
+from .helpers import Upstream
+
+
+async def _race_one_set(url: str, tmp_path: Path) -> None:
+    keys = "k1:" + generate_secret().reveal().decode()
+    ring = KeyRing(keys)
+    store = await open_store(url)
+    try:
+        gate = Gate(store, executor=Upstream(), is_write=lambda t: True, receipt_keys=ring)
+        await store.devices.add(Device("d1", "u1", DeviceKind.TAP, "pk", "ES256", 0.0))
+        requests = [ActionRequest("write_note", {"name": f"n{i}"}) for i in range(3)]
+        pending = await gate.propose("u1", requests, risk=Risk.LOW)
+        log = tmp_path / "executions.log"
+        payload = {
+            "url": url,
+            "keys": keys,
+            "pending_id": pending.id,
+            "device_id": "d1",
+            "log": str(log),
+            "times": 50,
+        }
+        released = race("tests.gate.racers:confirm_many", [payload, payload])
+        assert sum(released) == 1
+        assert len(log.read_text().splitlines()) == 1
+        receipts = await gate.receipts("u1")
+        assert len(receipts) == 1 and verify_chain(receipts, ring) == []
+    finally:
+        await store.close()
+
+
+@pytest.mark.slow
+async def test_hundred_confirms_from_two_processes_execute_once_on_sqlite(tmp_path):
+    await _race_one_set(str(tmp_path / "gate.db"), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+async def test_hundred_confirms_from_two_processes_execute_once_on_postgres(
+    tmp_path, pg_schema
+):
+    from tests.conftest import PG_DSN
+
+    await _race_one_set(with_schema(PG_DSN, pg_schema), tmp_path)

@@ -1,0 +1,242 @@
+"""Receipts: sealed with a key, chained per user; any edit, gap or swap shows."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from voicegate.gate.receipts import (
+    GENESIS,
+    ChainProblem,
+    ProblemKind,
+    check,
+    digest,
+    seal,
+    verify_chain,
+)
+from voicegate.gate.types import Check, InputKind, Modality, Receipt, Risk
+from voicegate.reasons import Reason
+from voicegate.secrets import KeyRing, generate_secret
+
+KEYS = KeyRing([("r1", generate_secret())])
+
+
+def unsealed(user: str, seq: int, prev_digest: str) -> Receipt:
+    return Receipt(
+        id=f"rcpt_{user}_{seq}",
+        user=user,
+        seq=seq,
+        prev_digest=prev_digest,
+        pending_id=f"p_{seq}",
+        tool="send_email",
+        arguments={"to": "bob@example.com", "amount": seq * 10},
+        args_hash="ab" * 32,
+        card_text='tool: send_email\n  to = "bob@example.com"',
+        risk=Risk.HIGH,
+        mode="device",
+        outcome="confirmed",
+        proposed_at=1_700_000_000.25,
+        decided_at=1_700_000_010.5,
+        executed_at=1_700_000_011.0,
+        checks=(Check("nonce_matches", True), Check("words_choose_one_card", True)),
+        device_id="dev_1",
+        modality=Modality.VOICE,
+        input=InputKind.VOICE,
+        transcript="yes",
+        recogniser="whisper",
+        model="base",
+        fingerprint_id="fp_1",
+        result={"ok": True},
+    )
+
+
+def chain(user: str = "alice", length: int = 5, keys: KeyRing = KEYS) -> list[Receipt]:
+    receipts: list[Receipt] = []
+    for seq in range(1, length + 1):
+        prev = receipts[-1].digest if receipts else GENESIS
+        receipts.append(seal(unsealed(user, seq, prev), keys))
+    return receipts
+
+
+def kinds(problems: list[ChainProblem]) -> set[tuple[str, ProblemKind]]:
+    return {(p.receipt_id, p.kind) for p in problems}
+
+
+def test_seal_sets_digest_key_id_and_signature() -> None:
+    receipt = seal(unsealed("alice", 1, GENESIS), KEYS)
+    assert receipt.digest == digest(receipt)
+    assert len(receipt.digest) == 64
+    assert receipt.key_id == "r1"
+    assert receipt.signature and "=" not in receipt.signature
+    assert check(receipt, KEYS) == []
+
+
+def test_digest_ignores_the_seal_itself() -> None:
+    receipt = unsealed("alice", 1, GENESIS)
+    assert digest(seal(receipt, KEYS)) == digest(receipt)
+
+
+def test_an_intact_chain_passes() -> None:
+    assert verify_chain(chain(), KEYS) == []
+
+
+def test_an_empty_chain_passes() -> None:
+    assert verify_chain([], KEYS) == []
+
+
+def test_chains_of_several_users_are_checked_apart() -> None:
+    receipts = chain("alice") + chain("bob", 3)
+    assert verify_chain(receipts[::-1], KEYS) == []
+
+
+def test_the_order_receipts_arrive_in_does_not_matter() -> None:
+    receipts = chain()
+    receipts[1], receipts[3] = receipts[3], receipts[1]
+    assert verify_chain(receipts, KEYS) == []
+
+
+EDITS: dict[str, Any] = {
+    "id": "rcpt_other",
+    "pending_id": "p_other",
+    "tool": "delete_mailbox",
+    "arguments": {"to": "mallory@example.com", "amount": 20},
+    "args_hash": "cd" * 32,
+    "card_text": "tool: something else",
+    "risk": Risk.LOW,
+    "mode": "delegated",
+    "outcome": "failed",
+    "proposed_at": 1.0,
+    "decided_at": 2.0,
+    "executed_at": None,
+    "checks": (Check("nonce_matches", False, Reason.WRONG_SET),),
+    "device_id": "dev_2",
+    "modality": Modality.TAP,
+    "input": InputKind.TOUCH,
+    "transcript": "no",
+    "recogniser": "other",
+    "model": "small",
+    "fingerprint_id": "fp_2",
+    "result": {"ok": False},
+    "error": "boom",
+}
+
+
+def test_every_field_is_covered_by_an_edit_test() -> None:
+    sealed_fields = {"digest", "signature", "key_id", "user", "seq", "prev_digest"}
+    names = {f.name for f in dataclasses.fields(Receipt)}
+    assert names - sealed_fields == set(EDITS)
+
+
+@pytest.mark.parametrize("field", sorted(EDITS))
+def test_an_edited_receipt_fails(field: str) -> None:
+    receipts = chain()
+    receipts[2] = dataclasses.replace(receipts[2], **{field: EDITS[field]})
+    problems = verify_chain(receipts, KEYS)
+    assert (receipts[2].id, ProblemKind.EDITED) in kinds(problems)
+
+
+@pytest.mark.parametrize(("field", "value"), [("seq", 9), ("prev_digest", "00" * 32)])
+def test_an_edited_position_fails(field: str, value: Any) -> None:
+    receipts = chain()
+    receipts[2] = dataclasses.replace(receipts[2], **{field: value})
+    assert (receipts[2].id, ProblemKind.EDITED) in kinds(verify_chain(receipts, KEYS))
+
+
+def test_an_edit_with_a_recomputed_digest_fails_on_the_signature_and_the_link() -> None:
+    receipts = chain()
+    edited = dataclasses.replace(receipts[2], arguments={"to": "mallory@example.com"})
+    receipts[2] = dataclasses.replace(edited, digest=digest(edited))
+    assert kinds(verify_chain(receipts, KEYS)) == {
+        (receipts[2].id, ProblemKind.BAD_SIGNATURE),
+        (receipts[3].id, ProblemKind.BROKEN_LINK),
+    }
+
+
+def test_a_receipt_resealed_with_a_foreign_key_fails() -> None:
+    receipts = chain()
+    stranger = KeyRing([("r1", generate_secret())])
+    receipts[1] = seal(dataclasses.replace(receipts[1], outcome="cancelled"), stranger)
+    problems = kinds(verify_chain(receipts, KEYS))
+    assert (receipts[1].id, ProblemKind.BAD_SIGNATURE) in problems
+    assert (receipts[2].id, ProblemKind.BROKEN_LINK) in problems
+
+
+@pytest.mark.parametrize("signature", ["", "not base64!", "é", "AAAA"])
+def test_a_damaged_signature_fails(signature: str) -> None:
+    receipts = chain()
+    receipts[0] = dataclasses.replace(receipts[0], signature=signature)
+    assert kinds(verify_chain(receipts, KEYS)) == {(receipts[0].id, ProblemKind.BAD_SIGNATURE)}
+
+
+def test_a_deleted_receipt_shows_as_missing() -> None:
+    receipts = chain()
+    del receipts[2]
+    assert kinds(verify_chain(receipts, KEYS)) == {(receipts[2].id, ProblemKind.MISSING)}
+
+
+def test_a_deleted_first_receipt_shows_as_missing() -> None:
+    receipts = chain()[1:]
+    assert kinds(verify_chain(receipts, KEYS)) == {(receipts[0].id, ProblemKind.MISSING)}
+
+
+def test_two_swapped_receipts_fail() -> None:
+    receipts = chain()
+    second, third = receipts[1], receipts[2]
+    receipts[1] = dataclasses.replace(third, seq=2)
+    receipts[2] = dataclasses.replace(second, seq=3)
+    problems = kinds(verify_chain(receipts, KEYS))
+    assert (third.id, ProblemKind.EDITED) in problems
+    assert (second.id, ProblemKind.EDITED) in problems
+    assert (second.id, ProblemKind.REORDERED) in problems
+
+
+def test_two_swapped_and_resealed_receipts_still_fail_on_their_links() -> None:
+    # Someone holding the key re-signs both with swapped numbers; the links still tell.
+    receipts = chain()
+    second, third = receipts[1], receipts[2]
+    receipts[1] = seal(dataclasses.replace(third, seq=2), KEYS)
+    receipts[2] = seal(dataclasses.replace(second, seq=3), KEYS)
+    problems = kinds(verify_chain(receipts, KEYS))
+    assert (third.id, ProblemKind.BROKEN_LINK) in problems
+    assert (second.id, ProblemKind.REORDERED) in problems
+    assert not any(kind is ProblemKind.EDITED for _, kind in problems)
+
+
+def test_a_duplicated_sequence_number_fails() -> None:
+    receipts = chain()
+    copy = seal(dataclasses.replace(receipts[2], id="rcpt_copy"), KEYS)
+    problems = verify_chain([*receipts, copy], KEYS)
+    assert ProblemKind.REORDERED in {p.kind for p in problems}
+
+
+def test_a_first_receipt_that_links_somewhere_fails() -> None:
+    receipts = chain()
+    receipts[0] = seal(dataclasses.replace(receipts[0], prev_digest="ff" * 32), KEYS)
+    problems = kinds(verify_chain(receipts, KEYS))
+    assert (receipts[0].id, ProblemKind.BROKEN_LINK) in problems
+
+
+def test_a_chain_signed_before_a_key_rotation_still_verifies() -> None:
+    old = KeyRing([("r1", generate_secret())])
+    receipts = chain(keys=old)
+    rotated = KeyRing([("r2", generate_secret()), *old])
+    prev = receipts[-1].digest
+    receipts.append(seal(unsealed("alice", 6, prev), rotated))
+    assert receipts[-1].key_id == "r2"
+    assert verify_chain(receipts, rotated) == []
+    assert {p.kind for p in verify_chain(receipts, old)} == {ProblemKind.BAD_SIGNATURE}
+
+
+def test_a_receipt_whose_fields_no_longer_hash_counts_as_edited() -> None:
+    receipt = seal(unsealed("alice", 1, GENESIS), KEYS)
+    broken = dataclasses.replace(receipt, result={"x": float("nan")})
+    assert check(broken, KEYS) == [ProblemKind.EDITED]
+
+
+def test_problems_name_the_receipt_user_and_seq() -> None:
+    receipts = chain()
+    del receipts[1]
+    (problem,) = verify_chain(receipts, KEYS)
+    assert problem == ChainProblem(receipts[1].id, "alice", 3, ProblemKind.MISSING)

@@ -1,0 +1,75 @@
+"""Classification is the operator's: globs first, upstream hints only when not strict."""
+
+from __future__ import annotations
+
+import pytest
+
+from voicegate.errors import ConfigError
+from voicegate.gate.types import Risk
+from voicegate.mcp.policy import (
+    Mode,
+    Policy,
+    check_collisions,
+    parse_modes,
+    parse_pairs,
+    split_globs,
+)
+
+
+def test_unknown_tool_without_hints_is_a_low_risk_device_write() -> None:
+    kind = Policy().classify("frobnicate")
+    assert (kind.write, kind.risk, kind.mode) == (True, Risk.LOW, Mode.DEVICE)
+
+
+def test_read_only_hint_is_trusted_only_without_strict() -> None:
+    assert not Policy().classify("list_x", read_only_hint=True).write
+    assert Policy(strict=True).classify("list_x", read_only_hint=True).write
+
+
+def test_strict_reads_globs_pass_through() -> None:
+    policy = Policy(strict=True, reads=("read_*", "list_*"))
+    assert not policy.classify("read_file").write
+    assert policy.classify("write_file").write
+
+
+def test_writes_and_high_risk_globs_beat_a_read_only_hint_and_reads() -> None:
+    policy = Policy(reads=("*",), writes=("send_*",), high_risk=("move_*",))
+    assert policy.classify("send_mail", read_only_hint=True).write
+    moved = policy.classify("move_file", read_only_hint=True)
+    assert moved.write and moved.risk is Risk.HIGH
+    assert not policy.classify("get_thing").write
+
+
+def test_false_read_only_hint_is_a_write() -> None:
+    assert Policy().classify("x", read_only_hint=False).write
+
+
+def test_last_matching_mode_glob_wins() -> None:
+    policy = Policy(modes=parse_modes(["*=token", "delete_*=reject", "write_note=delegate"]))
+    assert policy.mode_for("create") is Mode.TOKEN
+    assert policy.mode_for("delete_all") is Mode.REJECT
+    assert policy.mode_for("write_note") is Mode.DELEGATE
+
+
+@pytest.mark.parametrize("bad", ["token", "=token", "x=maybe"])
+def test_bad_mode_flags_are_config_errors(bad: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_modes([bad])
+
+
+def test_globs_split_on_commas_across_flags() -> None:
+    assert split_globs(["a_*, b", "c"]) == ("a_*", "b", "c")
+    assert split_globs(None) == ()
+
+
+def test_pairs_keep_equals_signs_in_values_and_refuse_a_missing_one() -> None:
+    assert parse_pairs(["A=b=c"], "--env") == {"A": "b=c"}
+    with pytest.raises(ConfigError):
+        parse_pairs(["novalue"], "--env")
+
+
+@pytest.mark.parametrize("name", ["pending_status", "withdraw"])
+def test_an_upstream_tool_named_like_a_gate_tool_is_refused(name: str) -> None:
+    with pytest.raises(ConfigError):
+        check_collisions(["list_notes", name])
+    check_collisions(["list_notes", "write_note"])

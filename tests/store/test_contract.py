@@ -1,0 +1,369 @@
+"""One contract suite, run against every backend in ``STORE_FACTORIES``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from voicegate.gate.types import (
+    Action,
+    Check,
+    Device,
+    DeviceKind,
+    PairingCode,
+    PendingSet,
+    Receipt,
+    Risk,
+    Stage,
+    Status,
+    StoredFingerprint,
+)
+from voicegate.store import open_store
+from voicegate.store.base import Store
+
+Factory = Callable[[pytest.FixtureRequest], Awaitable[Store]]
+
+
+async def memory(request: pytest.FixtureRequest) -> Store:
+    return await open_store("memory")
+
+
+async def sqlite(request: pytest.FixtureRequest) -> Store:
+    return await open_store(str(request.getfixturevalue("tmp_path") / "gate.db"))
+
+
+async def postgres(request: pytest.FixtureRequest) -> Store:
+    return await open_store(request.getfixturevalue("pg_url"))
+
+
+STORE_FACTORIES = [
+    pytest.param(memory, id="memory"),
+    pytest.param(sqlite, id="sqlite"),
+    pytest.param(postgres, id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=STORE_FACTORIES)
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    opened = await request.param(request)
+    yield opened
+    await opened.close()
+
+
+def pending(
+    pending_id: str = "p1", user: str = "ann", created_at: float = 100.0, **changes: object
+) -> PendingSet:
+    action = Action(
+        tool="send_email",
+        arguments={"to": "bob@example.org", "amount": 12.5, "tags": ["a", "b"]},
+        args_hash="h" * 64,
+        card_text="Send an email to bob@example.org",
+        target="bob",
+    )
+    base = PendingSet(
+        id=pending_id,
+        user=user,
+        actions=(action,),
+        risk=Risk.HIGH,
+        stage=Stage.CHOOSE,
+        nonce="n-" + pending_id,
+        created_at=created_at,
+        deadline=created_at + 120,
+        ttl=120.0,
+        preview="one email",
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def device(device_id: str, user: str = "ann", created_at: float = 1.0) -> Device:
+    return Device(device_id, user, DeviceKind.VOICE, "pk-" + device_id, "ed25519", created_at)
+
+
+def receipt_maker(user: str, pending_id: str = "p1") -> Callable[[int, str], Receipt]:
+    """A ``make`` whose digest hashes the receipt's place, so a broken chain shows."""
+
+    def make(seq: int, prev: str) -> Receipt:
+        return Receipt(
+            id=str(uuid.uuid4()),
+            user=user,
+            seq=seq,
+            prev_digest=prev,
+            pending_id=pending_id,
+            tool="send_email",
+            arguments={"to": "bob@example.org"},
+            args_hash="h" * 64,
+            card_text="Send an email",
+            risk=Risk.LOW,
+            mode="device",
+            outcome="confirmed",
+            proposed_at=1.0,
+            decided_at=2.0,
+            executed_at=3.0,
+            checks=(Check("nonce", True),),
+            digest=hashlib.sha256(f"{user}|{seq}|{prev}".encode()).hexdigest(),
+        )
+
+    return make
+
+
+def assert_chain(receipts: list[Receipt]) -> None:
+    assert [r.seq for r in receipts] == list(range(1, len(receipts) + 1))
+    assert [r.prev_digest for r in receipts] == ["", *(r.digest for r in receipts[:-1])]
+
+
+async def test_store_says_whether_it_survives_a_restart(store: Store) -> None:
+    assert store.durable is (type(store).__name__ != "MemoryStore")
+
+
+# pending sets
+
+
+async def test_created_set_reads_back_unchanged(store: Store) -> None:
+    created = pending(result={"id": 7, "ok": True})
+    await store.pending.create(created)
+    assert await store.pending.get("p1") == created
+
+
+async def test_creating_an_existing_id_raises_value_error(store: Store) -> None:
+    await store.pending.create(pending())
+    with pytest.raises(ValueError):
+        await store.pending.create(pending(user="eve"))
+
+
+async def test_unknown_set_reads_as_none(store: Store) -> None:
+    assert await store.pending.get("nope") is None
+
+
+async def test_swap_from_the_current_version_stores_the_new_set(store: Store) -> None:
+    old = pending()
+    await store.pending.create(old)
+    new = old.replace(stage=Stage.FINAL, nonce="n2", chosen=1)
+    assert await store.pending.swap(old, new) is True
+    assert await store.pending.get("p1") == new
+
+
+async def test_swap_from_a_stale_version_loses(store: Store) -> None:
+    old = pending()
+    await store.pending.create(old)
+    first = old.replace(status=Status.CANCELLED)
+    assert await store.pending.swap(old, first)
+    assert await store.pending.swap(old, old.replace(status=Status.EXECUTING)) is False
+    assert await store.pending.get("p1") == first
+
+
+async def test_swap_of_an_unknown_set_loses(store: Store) -> None:
+    old = pending()
+    assert await store.pending.swap(old, old.replace(status=Status.EXECUTING)) is False
+
+
+async def test_swap_that_does_not_bump_the_version_by_one_is_refused(store: Store) -> None:
+    old = pending()
+    await store.pending.create(old)
+    with pytest.raises(ValueError):
+        await store.pending.swap(old, dataclasses.replace(old, version=old.version + 2))
+
+
+async def test_exactly_one_of_fifty_concurrent_swaps_wins(store: Store) -> None:
+    old = pending()
+    await store.pending.create(old)
+    rivals = [old.replace(result=k) for k in range(50)]
+    wins = await asyncio.gather(*(store.pending.swap(old, new) for new in rivals))
+    assert wins.count(True) == 1
+    stored = await store.pending.get("p1")
+    assert stored == rivals[wins.index(True)]
+
+
+async def test_sets_of_a_user_list_oldest_first_and_only_open_ones_by_default(
+    store: Store,
+) -> None:
+    await store.pending.create(pending("late", created_at=300.0))
+    await store.pending.create(pending("early", created_at=100.0))
+    await store.pending.create(pending("done", created_at=200.0, status=Status.CONFIRMED))
+    await store.pending.create(pending("other", user="bob"))
+    assert [p.id for p in await store.pending.list_for_user("ann")] == ["early", "late"]
+    everything = await store.pending.list_for_user("ann", open_only=False)
+    assert [p.id for p in everything] == ["early", "done", "late"]
+
+
+async def test_sets_list_by_status(store: Store) -> None:
+    await store.pending.create(pending("a", status=Status.EXECUTING, created_at=2.0))
+    await store.pending.create(pending("b", user="bob", status=Status.EXECUTING, created_at=1.0))
+    await store.pending.create(pending("c"))
+    assert [p.id for p in await store.pending.list_by_status(Status.EXECUTING)] == ["b", "a"]
+    assert await store.pending.list_by_status(Status.UNKNOWN) == []
+
+
+# ledger
+
+
+async def test_key_is_consumed_only_the_first_time(store: Store) -> None:
+    assert await store.ledger.consume("nonce-1", expires_at=500.0) is True
+    assert await store.ledger.consume("nonce-1", expires_at=500.0) is False
+    assert await store.ledger.consume("nonce-2", expires_at=500.0) is True
+
+
+async def test_one_of_a_hundred_concurrent_consumes_succeeds(store: Store) -> None:
+    spent = await asyncio.gather(
+        *(store.ledger.consume("token-7", expires_at=500.0) for _ in range(100))
+    )
+    assert spent.count(True) == 1
+
+
+async def test_pruning_forgets_only_expired_keys(store: Store) -> None:
+    await store.ledger.consume("old", expires_at=10.0)
+    await store.ledger.consume("live", expires_at=50.0)
+    assert await store.ledger.prune(20.0) == 1
+    assert await store.ledger.consume("live", expires_at=50.0) is False
+    assert await store.ledger.consume("old", expires_at=10.0) is True
+
+
+# devices
+
+
+async def test_device_reads_back_and_a_duplicate_id_is_refused(store: Store) -> None:
+    phone = device("d1")
+    await store.devices.add(phone)
+    assert await store.devices.get("d1") == phone
+    assert await store.devices.get("d9") is None
+    with pytest.raises(ValueError):
+        await store.devices.add(device("d1", user="eve"))
+
+
+async def test_devices_list_per_user_oldest_first(store: Store) -> None:
+    await store.devices.add(device("d2", created_at=2.0))
+    await store.devices.add(device("d1", created_at=1.0))
+    await store.devices.add(device("b1", user="bob", created_at=3.0))
+    assert [d.id for d in await store.devices.list("ann")] == ["d1", "d2"]
+    assert [d.id for d in await store.devices.list()] == ["d1", "d2", "b1"]
+    assert await store.devices.list("nobody") == []
+
+
+async def test_revoking_marks_a_device_once(store: Store) -> None:
+    await store.devices.add(device("d1"))
+    assert await store.devices.revoke("d1", 42.0) is True
+    assert await store.devices.revoke("d1", 43.0) is False
+    assert await store.devices.revoke("d9", 43.0) is False
+    revoked = await store.devices.get("d1")
+    assert revoked is not None and revoked.revoked_at == 42.0
+
+
+# pairing codes
+
+
+async def test_pairing_code_redeems_once(store: Store) -> None:
+    code = PairingCode("hash-1", "ann", DeviceKind.TAP, expires_at=100.0)
+    await store.pairings.add(code)
+    assert await store.pairings.redeem("hash-1", now=50.0) == code
+    assert await store.pairings.redeem("hash-1", now=50.0) is None
+
+
+async def test_expired_pairing_code_does_not_redeem(store: Store) -> None:
+    await store.pairings.add(PairingCode("hash-1", "ann", DeviceKind.TAP, expires_at=100.0))
+    assert await store.pairings.redeem("hash-1", now=100.0) is None
+    assert await store.pairings.redeem("unknown", now=0.0) is None
+
+
+async def test_one_of_twenty_concurrent_redeems_gets_the_code(store: Store) -> None:
+    await store.pairings.add(PairingCode("hash-1", "ann", DeviceKind.VOICE, expires_at=100.0))
+    got = await asyncio.gather(*(store.pairings.redeem("hash-1", now=1.0) for _ in range(20)))
+    assert sum(code is not None for code in got) == 1
+
+
+# budgets
+
+
+async def test_two_hundred_concurrent_takes_never_exceed_the_limit(store: Store) -> None:
+    taken = await asyncio.gather(
+        *(store.budgets.take("guess:ann", limit=7, window=60.0, now=125.0) for _ in range(200))
+    )
+    assert taken.count(True) == 7
+
+
+async def test_a_new_window_refills_the_budget(store: Store) -> None:
+    for _ in range(3):
+        assert await store.budgets.take("k", limit=3, window=60.0, now=61.0)
+    assert await store.budgets.take("k", limit=3, window=60.0, now=119.0) is False
+    assert await store.budgets.take("k", limit=3, window=60.0, now=120.0) is True
+
+
+async def test_a_take_from_an_older_window_counts_against_the_current_one(store: Store) -> None:
+    assert await store.budgets.take("k", limit=2, window=60.0, now=130.0)
+    assert await store.budgets.take("k", limit=2, window=60.0, now=70.0)
+    assert await store.budgets.take("k", limit=2, window=60.0, now=70.0) is False
+    assert await store.budgets.take("k", limit=2, window=60.0, now=130.0) is False
+
+
+async def test_budgets_of_different_keys_are_separate_and_zero_grants_nothing(
+    store: Store,
+) -> None:
+    assert await store.budgets.take("a", limit=1, window=10.0, now=0.0)
+    assert await store.budgets.take("b", limit=1, window=10.0, now=0.0)
+    assert await store.budgets.take("a", limit=1, window=10.0, now=0.0) is False
+    assert await store.budgets.take("c", limit=0, window=10.0, now=0.0) is False
+
+
+# fingerprints
+
+
+async def test_fingerprints_since_are_this_users_newer_ones_oldest_first(store: Store) -> None:
+    data = bytes(range(256))
+    await store.fingerprints.add(StoredFingerprint("f3", "ann", 30.0, data))
+    await store.fingerprints.add(StoredFingerprint("f1", "ann", 10.0, b"\x00one"))
+    await store.fingerprints.add(StoredFingerprint("f2", "ann", 20.0, b"two"))
+    await store.fingerprints.add(StoredFingerprint("b1", "bob", 25.0, b"bob"))
+    found = await store.fingerprints.since("ann", 20.0)
+    assert found == [
+        StoredFingerprint("f2", "ann", 20.0, b"two"),
+        StoredFingerprint("f3", "ann", 30.0, data),
+    ]
+
+
+async def test_pruning_forgets_old_fingerprints(store: Store) -> None:
+    await store.fingerprints.add(StoredFingerprint("f1", "ann", 10.0, b"1"))
+    await store.fingerprints.add(StoredFingerprint("f2", "bob", 15.0, b"2"))
+    await store.fingerprints.add(StoredFingerprint("f3", "ann", 20.0, b"3"))
+    assert await store.fingerprints.prune(20.0) == 2
+    assert [f.id for f in await store.fingerprints.since("ann", 0.0)] == ["f3"]
+    assert await store.fingerprints.since("bob", 0.0) == []
+
+
+# receipts
+
+
+async def test_appends_chain_seq_and_prev_digest(store: Store) -> None:
+    make = receipt_maker("ann")
+    appended = [await store.receipts.append("ann", make) for _ in range(4)]
+    assert_chain(appended)
+    assert await store.receipts.list("ann") == appended
+
+
+async def test_twenty_concurrent_appends_make_one_unbroken_chain(store: Store) -> None:
+    make = receipt_maker("ann")
+    appended = await asyncio.gather(*(store.receipts.append("ann", make) for _ in range(20)))
+    stored = await store.receipts.list("ann")
+    assert_chain(stored)
+    assert sorted(stored, key=lambda r: r.id) == sorted(appended, key=lambda r: r.id)
+
+
+async def test_receipts_list_by_user_then_seq_and_read_by_id(store: Store) -> None:
+    first_bob = await store.receipts.append("bob", receipt_maker("bob"))
+    first_ann = await store.receipts.append("ann", receipt_maker("ann"))
+    second_bob = await store.receipts.append("bob", receipt_maker("bob"))
+    assert await store.receipts.list() == [first_ann, first_bob, second_bob]
+    assert await store.receipts.list("bob") == [first_bob, second_bob]
+    assert await store.receipts.get(first_ann.id) == first_ann
+    assert await store.receipts.get("nope") is None
+
+
+async def test_a_receipt_made_for_another_place_is_refused(store: Store) -> None:
+    def wrong(seq: int, prev: str) -> Receipt:
+        return receipt_maker("ann")(seq + 1, prev)
+
+    with pytest.raises(ValueError):
+        await store.receipts.append("ann", wrong)
+    assert await store.receipts.list("ann") == []

@@ -1,0 +1,88 @@
+"""open_store picks the backend its URL names, and SQLite files keep what they were given."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from voicegate.errors import ConfigError
+from voicegate.store import (
+    MemoryStore,
+    PostgresStore,
+    SqliteStore,
+    open_store,
+    redact,
+    store_for,
+)
+
+
+@pytest.mark.parametrize("url", ["memory", "memory:", " memory "])
+async def test_memory_urls_open_a_memory_store(url: str) -> None:
+    store = await open_store(url)
+    assert isinstance(store, MemoryStore) and store.durable is False
+    await store.close()
+
+
+async def test_a_path_and_a_sqlite_url_open_the_same_durable_file(tmp_path: Path) -> None:
+    path = tmp_path / "gate.db"
+    first = await open_store(str(path))
+    assert await first.ledger.consume("nonce", expires_at=9.0)
+    await first.close()
+    again = await open_store(f"sqlite:///{path}")
+    assert isinstance(again, SqliteStore) and again.durable is True
+    assert await again.ledger.consume("nonce", expires_at=9.0) is False
+    await again.close()
+
+
+def test_sqlite_url_with_three_slashes_names_a_relative_path() -> None:
+    store = store_for("sqlite:///data/gate.db")
+    assert isinstance(store, SqliteStore) and store.runner.path == Path("data/gate.db")
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_postgres_urls_open_postgres_and_keep_the_schema_apart(scheme: str) -> None:
+    store = store_for(f"{scheme}://gate:pw@db.example:5433/vg?schema=gate_a&sslmode=disable")
+    assert isinstance(store, PostgresStore)
+    assert store.runner.schema == "gate_a"
+    assert store.runner.dsn == f"{scheme}://gate:pw@db.example:5433/vg?sslmode=disable"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "mysql://db/x",
+        "sqlite:",
+        "sqlite://gate.db",
+        "sqlite:///",
+        "postgresql://h/d?schema=Bad-Name",
+    ],
+)
+def test_unusable_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError):
+        store_for(url)
+
+
+def test_redact_masks_only_the_password() -> None:
+    assert redact("postgresql://gate:s3cret@db:5432/vg") == "postgresql://gate:***@db:5432/vg"
+    assert redact("postgresql://gate@db/vg") == "postgresql://gate@db/vg"
+
+
+async def test_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
+    store = await open_store(str(tmp_path / "gate.db"))
+    with sqlite3.connect(tmp_path / "gate.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    await store.close()
+
+
+async def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "gate.db"
+    await (await open_store(str(path))).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE vg_schema SET version = version + 1")
+    conn.close()
+    with pytest.raises(ConfigError):
+        await open_store(str(path))

@@ -1,0 +1,183 @@
+"""The voice pipeline end to end with a scripted recogniser: audio, replay, grammar, vocabulary."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import soundfile as sf
+
+from voicegate.errors import ModelError
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+from voicegate.store.memory import MemoryFingerprints
+from voicegate.voice.fingerprint import ReplayGuard
+from voicegate.voice.pipeline import VoicePipeline, as_json
+from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance
+
+CLEAR_TWO = (("two", -0.8), ("the second one", -4.0), ("three", -7.0), ("cancel", -9.0))
+CLEAR_THREE = (("two", -7.0), ("three", -0.9), ("cancel", -9.0))
+
+
+def speech(seed: int = 0) -> bytes:
+    """One second of a tone burst in quiet noise, as 16 kHz WAV bytes."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(16_000) / 16_000
+    x = 0.002 * rng.standard_normal(16_000)
+    burst = slice(4_000, 12_000)
+    x[burst] += 0.3 * np.sin(2 * np.pi * (300 + 40 * seed) * t[burst])
+    out = io.BytesIO()
+    sf.write(out, x.astype(np.float32), 16_000, format="WAV", subtype="PCM_16")
+    return out.getvalue()
+
+
+def heard(text: str, scores: Sequence[tuple[str, float]] = CLEAR_TWO, **kw: object) -> Hearing:
+    return Hearing(
+        text=text,
+        language="en",
+        no_speech_prob=0.1,
+        avg_logprob=-0.3,
+        scores=tuple(scores),
+        timings_ms={"encoder": 1.0, "decoding": 1.0, "closed_vocabulary": 1.0},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def decide(hearing: Hearing, *, stage: Stage = Stage.CHOOSE, cards: int = 3) -> Decision:
+    pipeline = VoicePipeline(FakeTranscriber([hearing]), None)
+    result = await pipeline.decide(speech(), user="u", cards=cards, stage=stage)
+    return result.decision
+
+
+async def test_spoken_card_number_with_agreeing_scores_chooses_that_card() -> None:
+    assert await decide(heard("Two.")) == Decision(Kind.CHOOSE, card=2)
+
+
+async def test_misheard_to_with_clear_scores_for_two_chooses_card_two() -> None:
+    assert await decide(heard("to")) == Decision(Kind.CHOOSE, card=2)
+
+
+async def test_transcript_and_scores_that_disagree_refuse_as_unclear() -> None:
+    decision = await decide(heard("Two.", CLEAR_THREE))
+    assert decision.reason == Reason.UNCLEAR
+
+
+async def test_negated_card_is_refused_even_when_scores_favour_it() -> None:
+    decision = await decide(heard("not two"))
+    assert decision.kind == Kind.REFUSE
+    assert decision.reason == Reason.NEGATION
+
+
+async def test_hedge_is_refused_even_when_scores_favour_a_card() -> None:
+    assert (await decide(heard("maybe two"))).reason == Reason.HEDGE
+
+
+async def test_recogniser_no_speech_refuses() -> None:
+    decision = await decide(heard("Thank you.", refusal=Reason.NO_SPEECH))
+    assert decision.reason == Reason.NO_SPEECH
+
+
+async def test_final_yes_with_clear_scores_confirms() -> None:
+    scores = (("yes", -0.5), ("no", -6.0), ("cancel", -9.0))
+    assert (await decide(heard("Yes.", scores), stage=Stage.FINAL)).kind == Kind.CONFIRM
+
+
+async def test_cancel_is_cancel() -> None:
+    assert (await decide(heard("Cancel."))).kind == Kind.CANCEL
+
+
+async def test_unreadable_bytes_refuse_with_the_audio_reason() -> None:
+    pipeline = VoicePipeline(FakeTranscriber([]), None)
+    result = await pipeline.decide(b"not audio", user="u", cards=2, stage=Stage.CHOOSE)
+    assert result.decision.reason == Reason.UNSUPPORTED_FORMAT
+
+
+async def test_the_same_recording_twice_is_refused_as_reused() -> None:
+    guard = ReplayGuard(MemoryFingerprints(), clock=lambda: 1000.0)
+    pipeline = VoicePipeline(FakeTranscriber([heard("Two."), heard("Two.")]), guard)
+    first = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
+    second = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
+    assert first.decision.card == 2
+    assert first.fingerprint_id is not None
+    assert second.decision.reason == Reason.AUDIO_REUSED
+
+
+async def test_readings_of_the_grammar_are_sent_to_the_recogniser() -> None:
+    fake = FakeTranscriber([heard("Two.")])
+    await VoicePipeline(fake, None).decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
+    assert {"two", "the second one", "three", "cancel"} <= set(fake.calls[0].candidates)
+    assert "five" not in fake.calls[0].candidates
+
+
+async def test_result_carries_timings_transcript_and_recogniser() -> None:
+    pipeline = VoicePipeline(FakeTranscriber([heard("Two.")]), None)
+    result = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
+    assert result.transcripts == ("Two.",)
+    assert result.readings[0] == ("two", -0.8)
+    assert {"decode", "fingerprint", "encoder", "decoding", "closed_vocabulary", "grammar"} <= set(
+        result.timings_ms
+    )
+    assert (result.recogniser, result.model, result.language) == ("fake", "fake", "en")
+    shape = as_json(result)
+    assert (shape["decision"], shape["card"], shape["reason"]) == ("choose", 2, None)
+
+
+class Blocking(FakeTranscriber):
+    """A fake whose first model call waits until the test lets it go."""
+
+    def __init__(self, hearings: Sequence[Hearing]) -> None:
+        super().__init__(hearings)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        self.entered.set()
+        assert self.release.wait(timeout=30)
+        return super().transcribe_many(utterances)
+
+
+async def test_answers_beyond_the_queue_are_refused_as_busy_and_leave_no_fingerprint() -> None:
+    fake = Blocking([heard("Two.")])
+    guard = ReplayGuard(MemoryFingerprints(), clock=lambda: 1000.0)
+    pipeline = VoicePipeline(fake, guard, max_waiting=1)
+    first = asyncio.create_task(pipeline.decide(speech(1), user="u", cards=3, stage=Stage.CHOOSE))
+    await asyncio.to_thread(fake.entered.wait, 30)
+    busy = await pipeline.decide(speech(2), user="u", cards=3, stage=Stage.CHOOSE)
+    fake.release.set()
+    assert busy.decision.reason == Reason.BUSY
+    assert busy.fingerprint_id is None
+    assert (await first).decision.card == 2
+
+
+async def test_answers_waiting_for_the_model_share_one_batch() -> None:
+    fake = Blocking([heard("Two.")] * 3)
+    pipeline = VoicePipeline(fake, None, max_batch=4)
+    tasks = [
+        asyncio.create_task(pipeline.decide(speech(i), user="u", cards=3, stage=Stage.CHOOSE))
+        for i in range(3)
+    ]
+    await asyncio.to_thread(fake.entered.wait, 30)
+    while len(pipeline._queue) < 2:  # let the other two reach the queue
+        await asyncio.sleep(0)
+    fake.release.set()
+    results = await asyncio.gather(*tasks)
+    assert [r.decision.card for r in results] == [2, 2, 2]
+    assert fake.batches == [1, 2]
+
+
+class Broken(FakeTranscriber):
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        raise ModelError("model.bin is missing")
+
+
+async def test_a_recogniser_failure_reaches_the_caller() -> None:
+    pipeline = VoicePipeline(Broken([]), None)
+    try:
+        await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
+    except ModelError:
+        pass
+    else:
+        raise AssertionError("expected ModelError")

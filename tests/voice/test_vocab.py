@@ -1,0 +1,134 @@
+"""The closed-vocabulary check never turns a refusal of meaning into a release."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from voicegate.gate.types import Decision
+from voicegate.reasons import Kind, Reason
+from voicegate.voice.vocab import (
+    UNCLEAR,
+    UNREADABLE,
+    Policy,
+    Scored,
+    check,
+    standings,
+)
+
+TWO = Decision(Kind.CHOOSE, card=2)
+THREE = Decision(Kind.CHOOSE, card=3)
+CANCEL = Decision(Kind.CANCEL)
+SOUND_ALIKE = Decision(Kind.REFUSE, reason=Reason.SOUND_ALIKE)
+NOT_UNDERSTOOD = Decision(Kind.REFUSE, reason=Reason.NOT_UNDERSTOOD)
+NO_SPEECH = Decision(Kind.REFUSE, reason=Reason.NO_SPEECH)
+POLICY = Policy(margin=2.0, hallucination_margin=4.0, floor=-8.0)
+
+
+def scores(two: float, three: float, cancel: float = -12.0, to: float = -1.0) -> list[Scored]:
+    return [
+        Scored("two", TWO, two),
+        Scored("the second one", TWO, two - 3),
+        Scored("three", THREE, three),
+        Scored("cancel", CANCEL, cancel),
+        Scored("to", SOUND_ALIKE, to),
+    ]
+
+
+def test_grammar_choice_with_a_clear_agreeing_winner_is_released() -> None:
+    verdict = check(TWO, scores(-1.0, -6.0), "Two.", POLICY)
+    assert verdict.decision == TWO
+    assert verdict.rule == "agreed"
+
+
+def test_grammar_choice_that_the_scores_contradict_is_unclear() -> None:
+    assert check(TWO, scores(-7.0, -1.0), "Two.", POLICY).decision == UNCLEAR
+
+
+def test_grammar_choice_with_a_narrow_lead_is_unclear() -> None:
+    assert check(TWO, scores(-2.0, -3.0), "Two.", POLICY).decision == UNCLEAR
+
+
+def test_grammar_choice_below_the_floor_is_unclear() -> None:
+    assert check(TWO, scores(-9.0, -15.0), "Two.", POLICY).decision == UNCLEAR
+
+
+def test_grammar_choice_without_scores_is_unclear() -> None:
+    assert check(TWO, [], "Two.", POLICY).decision == UNCLEAR
+
+
+def test_known_mishearing_of_the_clear_winner_is_released() -> None:
+    verdict = check(SOUND_ALIKE, scores(-1.0, -6.0), "to", POLICY)
+    assert verdict.decision == TWO
+    assert verdict.rule == "misheard"
+
+
+def test_mishearing_of_another_card_keeps_the_grammar_refusal() -> None:
+    # "to" sounds like two, but the scores say three: nothing is released.
+    assert check(SOUND_ALIKE, scores(-6.0, -1.0), "to", POLICY).decision == SOUND_ALIKE
+
+
+def test_unknown_words_are_not_rescued_by_scores() -> None:
+    assert check(NOT_UNDERSTOOD, scores(-1.0, -9.0), "banana", POLICY).decision == NOT_UNDERSTOOD
+
+
+def test_sound_alike_readings_take_no_part_in_the_contest() -> None:
+    best, margin = standings(scores(-1.5, -6.0, to=-0.5))
+    assert best is not None
+    assert best.decision == TWO
+    assert margin == 4.5
+
+
+def test_a_lone_decision_has_an_infinite_lead() -> None:
+    _, margin = standings([Scored("two", TWO, -1.0)])
+    assert math.isinf(margin)
+
+
+def test_hallucinated_thank_you_needs_the_wider_margin() -> None:
+    assert check(NO_SPEECH, scores(-1.0, -4.0), "Thank you.", POLICY).decision == NO_SPEECH
+    assert check(NO_SPEECH, scores(-1.0, -6.0), "Thank you.", POLICY).decision == TWO
+
+
+def test_cancel_passes_through_whatever_the_scores() -> None:
+    assert check(CANCEL, scores(-1.0, -9.0), "cancel", POLICY).decision == CANCEL
+
+
+def test_a_winner_that_releases_nothing_rescues_nothing() -> None:
+    verdict = check(NOT_UNDERSTOOD, scores(-9.0, -9.0, cancel=-1.0), "council", POLICY)
+    assert verdict.decision == NOT_UNDERSTOOD
+
+
+MEANING_REFUSALS = [r for r in Reason if r not in UNREADABLE]
+
+
+@given(
+    reason=st.sampled_from(MEANING_REFUSALS),
+    two=st.floats(-30, 0),
+    three=st.floats(-30, 0),
+    transcript=st.sampled_from(["not two", "maybe two", "two or three", "to", "Thank you."]),
+)
+def test_a_refusal_of_meaning_is_never_released(
+    reason: Reason, two: float, three: float, transcript: str
+) -> None:
+    grammar = Decision(Kind.REFUSE, reason=reason)
+    assert check(grammar, scores(two, three), transcript, POLICY).decision == grammar
+
+
+@given(
+    grammar=st.sampled_from([TWO, THREE, SOUND_ALIKE, NOT_UNDERSTOOD, NO_SPEECH]),
+    two=st.floats(-30, 0),
+    three=st.floats(-30, 0),
+    cancel=st.floats(-30, 0),
+    transcript=st.sampled_from(["two", "to", "three", "tree", "Thank you.", "banana"]),
+)
+def test_every_release_has_a_clear_winner_that_decides_it(
+    grammar: Decision, two: float, three: float, cancel: float, transcript: str
+) -> None:
+    verdict = check(grammar, scores(two, three, cancel), transcript, POLICY)
+    if verdict.decision.releases:
+        assert verdict.winner is not None
+        assert verdict.winner.decision == verdict.decision
+        assert verdict.margin >= POLICY.margin
+        assert verdict.winner.score >= POLICY.floor

@@ -1,0 +1,1 @@
+"""Paired devices: pairing codes, signed requests and the device HTTP API."""

@@ -1,0 +1,103 @@
+"""``voicegate pair`` and ``voicegate devices list|revoke``: the operator's side of pairing."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from voicegate.device.pairing import CODE_TTL, start_pairing
+from voicegate.gate.types import DeviceKind
+from voicegate.store.base import Store
+
+T = TypeVar("T")
+DEFAULT_DB = "voicegate.db"
+
+
+def _add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("VOICEGATE_DB", DEFAULT_DB),
+        help="the store: a SQLite file, sqlite:///path or postgresql://... "
+        "(default: $VOICEGATE_DB or voicegate.db)",
+    )
+
+
+def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+    from voicegate.store import open_store
+
+    async def run() -> T:
+        store = await open_store(url)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate pair``."""
+    parser.add_argument("--user", required=True, help="whose device this will be")
+    parser.add_argument(
+        "--kind",
+        choices=[k.value for k in DeviceKind],
+        default=DeviceKind.VOICE.value,
+        help="voice: taps and voice answers; tap: taps only (default: voice)",
+    )
+    parser.add_argument(
+        "--url", default="http://127.0.0.1:8800", help="the server's public address"
+    )
+    _add_db(parser)
+
+
+def run_pair(args: argparse.Namespace) -> int:
+    """Print a one-time pairing code for ``--user``."""
+    code = _with_store(args.db, lambda s: start_pairing(s, args.user, DeviceKind(args.kind)))
+    minutes = int(CODE_TTL // 60)
+    print(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}")
+    print(
+        f"Open {args.url.rstrip('/')}/approve on the device and enter it within {minutes} minutes."
+    )
+    print("It works once. Anyone who sees it before then can pair, so keep it to yourself.")
+    return 0
+
+
+def add_devices_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate devices``."""
+    sub = parser.add_subparsers(dest="devices_command", required=True)
+    listing = sub.add_parser("list", help="list paired devices")
+    listing.add_argument("--user", default=None, help="only this user's devices")
+    _add_db(listing)
+    revoke = sub.add_parser("revoke", help="unpair a device; it can no longer approve anything")
+    revoke.add_argument("device_id")
+    _add_db(revoke)
+
+
+def run_devices(args: argparse.Namespace) -> int:
+    """List or revoke paired devices."""
+    if args.devices_command == "revoke":
+
+        async def revoke(store: Store) -> bool:
+            return await store.devices.revoke(args.device_id, time.time())
+
+        if _with_store(args.db, revoke):
+            print(f"Revoked {args.device_id}.")
+            return 0
+        print(f"No active device {args.device_id}.")
+        return 1
+
+    async def listing(store: Store) -> list[str]:
+        rows = []
+        for d in await store.devices.list(args.user):
+            paired = time.strftime("%Y-%m-%d %H:%M", time.localtime(d.created_at))
+            state = "revoked" if d.revoked_at is not None else "active"
+            rows.append(f"{d.id}  {d.user}  {d.kind.value:5}  {state:7}  {paired}  {d.name}")
+        return rows
+
+    rows = _with_store(args.db, listing)
+    print("\n".join(rows) if rows else "No paired devices.")
+    return 0

@@ -1,0 +1,116 @@
+"""The edge of the device API: body size limits, and every refusal as JSON ``{reason, next_step}``.
+
+Routes built with ``limited_route(...)`` read the body through ``LimitedRequest`` before anything
+else looks at it, so an oversized upload is refused after at most ``limit`` bytes, and turn every
+``Refused`` into a 4xx answer. A store outage answers 503 ``ledger_unavailable``, and never a
+release. Each answer carries the server's clock in ``X-Voicegate-Time`` so that a device whose own
+clock is off can still stamp its signed requests inside the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from voicegate.errors import Refused, StoreUnavailable
+from voicegate.reasons import NEXT_STEP, Reason
+
+TIME_HEADER = "X-Voicegate-Time"
+
+_STATUS: dict[Reason, int] = {
+    Reason.BAD_REQUEST: 400,
+    Reason.MALFORMED: 400,
+    Reason.BAD_PAIRING_CODE: 400,
+    Reason.UNKNOWN_DEVICE: 401,
+    Reason.DEVICE_REVOKED: 401,
+    Reason.BAD_DEVICE_SIGNATURE: 401,
+    Reason.STALE_REQUEST: 401,
+    Reason.REQUEST_REPLAYED: 401,
+    Reason.WRONG_DEVICE_USER: 403,
+    Reason.DEVICE_CANNOT_SPEAK: 403,
+    Reason.UNKNOWN_PENDING: 404,
+    Reason.TOO_LARGE: 413,
+    Reason.UNSUPPORTED_FORMAT: 415,
+    Reason.CORRUPT: 422,
+    Reason.TOO_SHORT: 422,
+    Reason.TOO_LONG: 422,
+    Reason.SILENT: 422,
+    Reason.CLIPPED: 422,
+    Reason.TOO_NOISY: 422,
+    Reason.AUDIO_REUSED: 422,
+    Reason.PAIRING_BUDGET: 429,
+    Reason.RATE_LIMITED: 429,
+    Reason.BUSY: 429,
+    Reason.LEDGER_UNAVAILABLE: 503,
+}
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+def status_for(reason: Reason) -> int:
+    """The HTTP status of a refusal; anything about a set's state is a 409 conflict."""
+    return _STATUS.get(reason, 409)
+
+
+def refusal(reason: Reason, *, now: float, **extra: Any) -> JSONResponse:
+    """The JSON answer to a refusal: the reason code and what the user can do instead."""
+    body = {"reason": reason.value, "next_step": NEXT_STEP.get(reason, ""), **extra}
+    response = JSONResponse(body, status_code=status_for(reason))
+    response.headers[TIME_HEADER] = str(int(now))
+    return response
+
+
+class LimitedRequest(Request):
+    """A request whose body is read at most ``limit`` bytes far, then kept for every reader."""
+
+    limit: int = 0
+
+    async def body(self) -> bytes:
+        """The whole body; ``Refused(TOO_LARGE)`` as soon as it passes ``limit``."""
+        if not hasattr(self, "_body"):
+            declared = self.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.limit:
+                raise Refused(Reason.TOO_LARGE)
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in super().stream():
+                size += len(chunk)
+                if size > self.limit:
+                    raise Refused(Reason.TOO_LARGE)
+                chunks.append(chunk)
+            self._body = b"".join(chunks)
+        return self._body
+
+
+def limited_route(limit_for: Callable[[str], int], clock: Callable[[], float]) -> type[APIRoute]:
+    """An ``APIRoute`` class whose routes read bodies under ``limit_for(path)`` and answer refusals
+    as JSON."""
+
+    class DeviceRoute(APIRoute):
+        def get_route_handler(self) -> Handler:
+            original = super().get_route_handler()
+            limit = limit_for(self.path)
+
+            async def handle(request: Request) -> Response:
+                limited = LimitedRequest(request.scope, request.receive)
+                limited.limit = limit
+                try:
+                    await limited.body()
+                    response = await original(limited)
+                except Refused as refused:
+                    return refusal(refused.reason, now=clock())
+                except StoreUnavailable:
+                    return refusal(Reason.LEDGER_UNAVAILABLE, now=clock())
+                except RequestValidationError:
+                    return refusal(Reason.BAD_REQUEST, now=clock())
+                response.headers[TIME_HEADER] = str(int(clock()))
+                return response
+
+            return handle
+
+    return DeviceRoute

@@ -1,0 +1,138 @@
+"""Pairing a device: a one-time code from the operator, guarded by two guessing budgets.
+
+The numbers, and why:
+
+- A code is 8 random digits (10^8 values), valid for 10 minutes, used once.
+- Every attempt first takes one unit from the budget of its source address (5 per 10 minutes;
+  an IPv6 address counts by its /64, which one host usually owns whole), then one from the
+  global budget (30 per 10 minutes). Only then is the code checked. The takes are atomic in the
+  store, so 1,000 parallel guesses get at most 5 checks from one address and 30 in all, and a
+  fresh ``start_pairing`` resets neither budget.
+- A single guesser runs dry on its own address budget before it can touch more than 5 of the
+  global 30, so it cannot lock the owner out at all. Only guessers on six or more networks can
+  drain the global budget, and then only until the 10-minute window turns over; the operator
+  can also pair from the same machine later, because the windows are short.
+- At 30 checks per window against a code that lives one window, a guesser's chance per code is
+  30 / 10^8.
+- The code is stored only as a slow scrypt hash, so a copy of the database taken while a code is
+  open does not give the code away in the time it lives (10^8 scrypt runs take hours of CPU).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from voicegate.device.signing import ALGORITHM, normalise_public_key
+from voicegate.errors import DeviceRefused
+from voicegate.gate.types import Device, DeviceKind, PairingCode
+from voicegate.reasons import Reason
+from voicegate.store.base import Store
+
+CODE_DIGITS = 8
+CODE_TTL = 600.0
+BUDGET_WINDOW = 600.0
+ADDRESS_LIMIT = 5
+GLOBAL_LIMIT = 30
+MAX_NAME = 80
+# scrypt at n=2^14, r=8 costs about 16 MiB and 50 ms: nothing for one attempt that has already
+# passed the budgets, but hours for an offline search of all 10^8 codes.
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+_SALT = b"voicegate-pairing-code-v1"
+
+__all__ = ["complete_pairing", "hash_code", "normalise_code", "start_pairing"]
+
+
+def normalise_code(code: str) -> str:
+    """The digits of a code as typed: spaces and dashes removed."""
+    return "".join(ch for ch in code if ch not in " -\t")
+
+
+def hash_code(code: str) -> str:
+    """The stored form of a pairing code; the code itself is never stored."""
+    digest = hashlib.scrypt(normalise_code(code).encode("ascii", "replace"), salt=_SALT, **_SCRYPT)
+    return digest.hex()
+
+
+async def start_pairing(
+    store: Store,
+    user: str,
+    kind: DeviceKind = DeviceKind.VOICE,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> str:
+    """A new one-time code for ``user``, valid for ``CODE_TTL`` seconds; only its hash is stored."""
+    if not user:
+        raise ValueError("a pairing needs a user")
+    code = "".join(secrets.choice("0123456789") for _ in range(CODE_DIGITS))
+    code_hash = await asyncio.to_thread(hash_code, code)
+    await store.pairings.add(PairingCode(code_hash, user, kind, clock() + CODE_TTL))
+    return code
+
+
+async def complete_pairing(
+    store: Store,
+    code: str,
+    public_key: str | Mapping[str, Any],
+    *,
+    source_address: str,
+    name: str = "",
+    clock: Callable[[], float] = time.time,
+) -> Device:
+    """Redeem ``code`` for a new device holding ``public_key``; budgets are taken first."""
+    now = clock()
+    # Address first: an address that is out of budget never reaches the global budget, so one
+    # guesser cannot spend what the owner needs.
+    if not await store.budgets.take(
+        "pairing:address:" + address_key(source_address),
+        limit=ADDRESS_LIMIT,
+        window=BUDGET_WINDOW,
+        now=now,
+    ):
+        raise DeviceRefused(Reason.PAIRING_BUDGET)
+    if not await store.budgets.take(
+        "pairing:global", limit=GLOBAL_LIMIT, window=BUDGET_WINDOW, now=now
+    ):
+        raise DeviceRefused(Reason.PAIRING_BUDGET)
+    # The key is checked before the code so that a malformed key never burns a good code.
+    try:
+        stored_key = normalise_public_key(public_key)
+    except ValueError:
+        raise DeviceRefused(
+            Reason.BAD_REQUEST, "the public key is not an ECDSA P-256 key"
+        ) from None
+    digits = normalise_code(code)
+    if len(digits) != CODE_DIGITS or not digits.isdigit():
+        raise DeviceRefused(Reason.BAD_PAIRING_CODE)
+    pairing = await store.pairings.redeem(await asyncio.to_thread(hash_code, digits), now)
+    if pairing is None:
+        raise DeviceRefused(Reason.BAD_PAIRING_CODE)
+    device = Device(
+        id="dev_" + secrets.token_urlsafe(12),
+        user=pairing.user,
+        kind=pairing.kind,
+        public_key=stored_key,
+        algorithm=ALGORITHM,
+        created_at=now,
+        name=" ".join(name.split())[:MAX_NAME],
+    )
+    await store.devices.add(device)
+    return device
+
+
+def address_key(source_address: str) -> str:
+    """The budget key of a source address: IPv4 as is, IPv6 by its /64 network."""
+    try:
+        address = ipaddress.ip_address(source_address)
+    except ValueError:
+        return source_address or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)

@@ -1,0 +1,251 @@
+"""The device API: pair, list waiting sets, answer by tap or voice, ask for more time, receipts.
+
+Every route but ``/device/pair`` needs a signed request from a paired device (``auth``). A
+refusal anywhere answers 4xx with ``{reason, next_step}``; an unreachable store answers 503
+``ledger_unavailable``. Neither ever releases anything. An answer that reached the gate but
+released nothing (not understood, wrong stage, ...) answers with the refusal's 4xx status and
+the full ``AnswerOut``, so the page can show what was heard and what to say instead.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from starlette.datastructures import UploadFile
+
+from voicegate.device.auth import device_dependency
+from voicegate.device.edge import TIME_HEADER, limited_route, status_for
+from voicegate.device.models import (
+    AnswerOut,
+    MoreTimeIn,
+    PairIn,
+    PairOut,
+    PendingList,
+    PendingOut,
+    ReceiptOut,
+    RefusalOut,
+    TapIn,
+)
+from voicegate.device.pairing import complete_pairing
+from voicegate.errors import DeviceRefused, Refused
+from voicegate.gate.core import Outcome
+from voicegate.gate.types import (
+    Decision,
+    Device,
+    DeviceKind,
+    Evidence,
+    InputKind,
+    Modality,
+    PendingSet,
+    Status,
+)
+from voicegate.reasons import Kind, Reason
+from voicegate.services import Services
+
+PENDING_HEADER = "X-Voicegate-Pending"
+NONCE_HEADER = "X-Voicegate-Nonce"
+AUDIO_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm")
+
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": RefusalOut, "description": "Refused: a reason code and the next step"},
+    503: {"model": RefusalOut, "description": "The store is unreachable; nothing ran"},
+}
+_VOICE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The recording as the raw body (its own Content-Type), or multipart "
+        "with an `audio` file part and optional `pending_id` and `nonce` fields.",
+        "content": {
+            **{t: {"schema": {"type": "string", "format": "binary"}} for t in AUDIO_TYPES},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "audio": {"type": "string", "format": "binary"},
+                        "pending_id": {"type": "string"},
+                        "nonce": {"type": "string"},
+                    },
+                    "required": ["audio"],
+                }
+            },
+        },
+    }
+}
+
+__all__ = ["device_router"]
+
+
+def device_router(services: Services) -> APIRouter:
+    """The ``/device/*`` routes over ``services``' store, gate and voice pipeline."""
+    settings = services.settings
+    clock = services.clock
+    gate = services.gate
+
+    def limit_for(path: str) -> int:
+        return settings.max_voice_bytes if path.endswith("/voice") else settings.max_json_bytes
+
+    router = APIRouter(
+        prefix="/device",
+        tags=["device"],
+        route_class=limited_route(limit_for, clock),
+        responses=_REFUSALS,
+    )
+    signed = Depends(device_dependency(services))
+
+    @router.post("/pair", response_model=PairOut)
+    async def pair(body: PairIn, request: Request) -> PairOut:
+        """Pair this device with the operator's one-time code; the server keeps its public key."""
+        device = await complete_pairing(
+            services.store,
+            body.code,
+            body.public_key,
+            source_address=request.client.host if request.client else "",
+            name=body.name,
+            clock=clock,
+        )
+        return PairOut.of(device, clock())
+
+    @router.get("/pending", response_model=PendingList)
+    async def pending(device: Device = signed) -> PendingList:
+        """This user's waiting sets, with card text, stage, deadline and the nonce."""
+        now = clock()
+        sets = await gate.open_for(device.user)
+        return PendingList(
+            sets=[PendingOut.of(p, now=now, max_extensions=gate.max_extensions) for p in sets],
+            server_time=now,
+        )
+
+    @router.post("/tap", response_model=AnswerOut)
+    async def tap(body: TapIn, device: Device = signed) -> JSONResponse:
+        """Choose a card, confirm or cancel by touch, key or switch."""
+        if body.decision == "choose" and body.card is None:
+            raise Refused(Reason.BAD_REQUEST, "choose needs a card number")
+        decision = Decision(Kind(body.decision), body.card)
+        evidence = _evidence(
+            services, device, body.pending_id, body.nonce, decision, InputKind(body.input)
+        )
+        return _answer(await gate.answer(evidence), now=clock(), heard=[])
+
+    @router.post("/voice", response_model=AnswerOut, openapi_extra=_VOICE_BODY)
+    async def voice(request: Request, device: Device = signed) -> JSONResponse:
+        """Answer by voice: the server transcribes the recording and decides what it means."""
+        if device.kind is not DeviceKind.VOICE:
+            raise DeviceRefused(Reason.DEVICE_CANNOT_SPEAK)
+        pipeline = services.voice
+        if pipeline is None:
+            raise Refused(Reason.LANGUAGE_UNAVAILABLE, "this server has no recogniser")
+        audio, content_type, fields = await _read_audio(request, settings.max_voice_bytes)
+        pending_id = _field(request, fields, "pending_id", PENDING_HEADER)
+        nonce = _field(request, fields, "nonce", NONCE_HEADER)
+        # Cheap checks before the recogniser spends a second of CPU on the recording.
+        pending = await _open_set(services, device, pending_id, nonce)
+        result = await pipeline.decide(
+            audio,
+            user=device.user,
+            cards=tuple(a.card_text for a in pending.actions),
+            stage=pending.stage,
+            content_type=content_type,
+        )
+        heard = [str(t) for t in result.transcripts]
+        evidence = _evidence(
+            services,
+            device,
+            pending_id,
+            nonce,
+            result.decision,
+            InputKind.VOICE,
+            transcript=heard[0] if heard else "",
+            recogniser=result.recogniser,
+            model=result.model,
+            fingerprint_id=result.fingerprint_id,
+        )
+        return _answer(await gate.answer(evidence), now=clock(), heard=heard)
+
+    @router.post("/more-time", response_model=PendingOut)
+    async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
+        """More time to decide (WCAG 2.2.1): the set's clock restarts; it never shortens."""
+        extended = await gate.extend(body.pending_id, user=device.user)
+        return PendingOut.of(extended, now=clock(), max_extensions=gate.max_extensions)
+
+    @router.get("/receipts", response_model=list[ReceiptOut])
+    async def receipts(device: Device = signed) -> list[ReceiptOut]:
+        """This user's receipts, newest first."""
+        return [ReceiptOut.of(r) for r in reversed(await gate.receipts(device.user))]
+
+    return router
+
+
+def _evidence(
+    services: Services,
+    device: Device,
+    pending_id: str,
+    nonce: str,
+    decision: Decision,
+    input_kind: InputKind,
+    **voice: Any,
+) -> Evidence:
+    return Evidence(
+        id="ev_" + secrets.token_urlsafe(16),
+        pending_id=pending_id,
+        nonce=nonce,
+        device_id=device.id,
+        user=device.user,
+        modality=Modality.VOICE if input_kind is InputKind.VOICE else Modality.TAP,
+        input=input_kind,
+        decision=decision,
+        created_at=services.clock(),
+        **voice,
+    )
+
+
+def _answer(outcome: Outcome, *, now: float, heard: list[str]) -> JSONResponse:
+    body = AnswerOut.of(outcome, now=now, heard=heard)
+    # A write that ran but failed upstream was still released: that is news, not a refusal.
+    status = 200 if outcome.released or outcome.reason is None else status_for(outcome.reason)
+    response = JSONResponse(body.model_dump(mode="json"), status_code=status)
+    response.headers[TIME_HEADER] = str(int(now))
+    return response
+
+
+async def _open_set(services: Services, device: Device, pending_id: str, nonce: str) -> PendingSet:
+    pending = await services.gate.status(pending_id)
+    if pending.user != device.user:
+        raise DeviceRefused(Reason.WRONG_DEVICE_USER)
+    if pending.status is Status.EXPIRED:
+        raise Refused(Reason.SET_EXPIRED)
+    if pending.status is not Status.WAITING:
+        raise Refused(Reason.NOT_OPEN)
+    if not hmac.compare_digest(nonce.encode(), pending.nonce.encode()):
+        raise Refused(Reason.WRONG_SET)
+    return pending
+
+
+async def _read_audio(request: Request, limit: int) -> tuple[bytes, str | None, dict[str, str]]:
+    """The recording, its declared type and any plain form fields, from a raw or multipart body."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        return await request.body(), content_type or None, {}
+    form = await request.form(max_files=1, max_fields=8, max_part_size=limit)
+    fields: dict[str, str] = {}
+    audio: UploadFile | None = None
+    for key, value in form.multi_items():
+        if isinstance(value, str):
+            fields[key] = value
+        elif key == "audio":
+            audio = value
+    if audio is None:
+        raise Refused(Reason.BAD_REQUEST, "multipart voice needs an `audio` file part")
+    data = await audio.read()
+    await form.close()
+    return data, audio.content_type, fields
+
+
+def _field(request: Request, fields: dict[str, str], name: str, header: str) -> str:
+    value = fields.get(name) or request.headers.get(header) or request.query_params.get(name)
+    if not value:
+        raise Refused(Reason.BAD_REQUEST, f"voice needs {name}")
+    return value

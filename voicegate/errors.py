@@ -1,0 +1,56 @@
+"""Exceptions raised by voicegate.
+
+    VoicegateError                 every error voicegate raises on purpose
+    ├── Refused(reason)            a check failed; carries a closed ``Reason``
+    │   ├── TokenRefused           a two-phase token was refused
+    │   ├── AudioRefused           uploaded audio was refused before transcription
+    │   └── DeviceRefused          a device request was refused
+    ├── StoreUnavailable           the store could not be reached; always fails closed
+    ├── ConfigError                the server was asked to start in an unsafe way
+    └── ModelError                 a recogniser model is missing or does not verify
+"""
+
+from __future__ import annotations
+
+from voicegate.reasons import NEXT_STEP, Reason
+
+
+class VoicegateError(Exception):
+    """Base class of every error voicegate raises on purpose."""
+
+
+class Refused(VoicegateError):
+    """A named check failed; ``reason`` says which, ``next_step`` what to do about it."""
+
+    def __init__(self, reason: Reason, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
+
+    @property
+    def next_step(self) -> str:
+        return NEXT_STEP.get(self.reason, "")
+
+
+class TokenRefused(Refused):
+    """A two-phase confirmation token was refused."""
+
+
+class AudioRefused(Refused):
+    """Uploaded audio was refused before it reached the recogniser."""
+
+
+class DeviceRefused(Refused):
+    """A request from a device was refused."""
+
+
+class StoreUnavailable(VoicegateError):
+    """The store is unreachable; callers refuse with ``Reason.LEDGER_UNAVAILABLE``."""
+
+
+class ConfigError(VoicegateError):
+    """The configuration is unsafe or incomplete."""
+
+
+class ModelError(VoicegateError):
+    """A recogniser model is missing, incomplete or fails its checksum."""

@@ -1,0 +1,1 @@
+"""Measuring the gate against recorded answers and a worst-case agent."""

@@ -1,0 +1,1 @@
+"""Pending card sets, the confirm checks and receipts."""

@@ -1,0 +1,287 @@
+"""Plain values that flow through the gate: actions, pending sets, evidence, devices, receipts.
+
+All are frozen, slotted dataclasses. ``to_dict`` / ``*_from_dict`` give the one JSON shape every
+store backend persists, so a set written by one replica reads the same on another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from voicegate.reasons import Kind, Reason
+
+JSONObject = Mapping[str, Any]
+
+
+class Risk(StrEnum):
+    """How much a write can hurt; high-risk writes need a second, separately nonced yes."""
+
+    LOW = "low"
+    HIGH = "high"
+
+
+class Stage(StrEnum):
+    """Which answer a pending set waits for: a card choice, or the final yes."""
+
+    CHOOSE = "choose"
+    FINAL = "final"
+
+
+class Status(StrEnum):
+    """Where a pending set is in its life."""
+
+    WAITING = "waiting"
+    EXECUTING = "executing"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    CANCELLED = "cancelled"
+    WITHDRAWN = "withdrawn"
+    EXPIRED = "expired"
+
+
+OPEN_STATUSES = frozenset({Status.WAITING})
+
+
+class Modality(StrEnum):
+    """How the user answered."""
+
+    TAP = "tap"
+    VOICE = "voice"
+
+
+class InputKind(StrEnum):
+    """The physical input behind an answer, recorded for accessibility audits."""
+
+    TOUCH = "touch"
+    KEY = "key"
+    SWITCH = "switch"
+    VOICE = "voice"
+
+
+class DeviceKind(StrEnum):
+    """What a paired device may send: taps only, or taps and voice."""
+
+    TAP = "tap"
+    VOICE = "voice"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One write the agent asked for, exactly as it will run and as the card shows it."""
+
+    tool: str
+    arguments: JSONObject
+    args_hash: str
+    card_text: str
+    target: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The meaning of an answer: choose card k, confirm, cancel, more time, or refuse(reason)."""
+
+    kind: Kind
+    card: int | None = None
+    reason: Reason | None = None
+
+    @property
+    def releases(self) -> bool:
+        return self.kind in (Kind.CHOOSE, Kind.CONFIRM)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSet:
+    """1 to 5 cards waiting for the user's answer. ``nonce`` never leaves for the agent."""
+
+    id: str
+    user: str
+    actions: tuple[Action, ...]
+    risk: Risk
+    stage: Stage
+    nonce: str
+    created_at: float
+    deadline: float
+    ttl: float
+    preview: str = ""
+    mode: str = "device"
+    extensions: int = 0
+    status: Status = Status.WAITING
+    chosen: int | None = None
+    result: Any = None
+    error: str | None = None
+    receipt_id: str | None = None
+    decided_at: float | None = None
+    version: int = 0
+
+    def replace(self, **changes: Any) -> PendingSet:
+        """A copy with ``changes`` and the version bumped, ready for ``PendingStore.swap``."""
+        return dataclasses.replace(self, version=self.version + 1, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """An answer from a paired device, already authenticated and decided."""
+
+    id: str
+    pending_id: str
+    nonce: str
+    device_id: str
+    user: str
+    modality: Modality
+    input: InputKind
+    decision: Decision
+    created_at: float
+    transcript: str | None = None
+    recogniser: str | None = None
+    model: str | None = None
+    fingerprint_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A paired device. Only its public key is stored: a copy of the store cannot sign."""
+
+    id: str
+    user: str
+    kind: DeviceKind
+    public_key: str
+    algorithm: str
+    created_at: float
+    name: str = ""
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PairingCode:
+    """A one-time pairing code, stored only as its hash."""
+
+    code_hash: str
+    user: str
+    kind: DeviceKind
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFingerprint:
+    """The replay features of one accepted recording."""
+
+    id: str
+    user: str
+    created_at: float
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One named confirm check and how it came out."""
+
+    name: str
+    passed: bool
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A signed, hash-chained record of a decision that ran (or tried to run) a write."""
+
+    id: str
+    user: str
+    seq: int
+    prev_digest: str
+    pending_id: str
+    tool: str
+    arguments: JSONObject
+    args_hash: str
+    card_text: str
+    risk: Risk
+    mode: str
+    outcome: str
+    proposed_at: float
+    decided_at: float
+    executed_at: float | None
+    checks: tuple[Check, ...] = ()
+    device_id: str | None = None
+    modality: Modality | None = None
+    input: InputKind | None = None
+    transcript: str | None = None
+    recogniser: str | None = None
+    model: str | None = None
+    fingerprint_id: str | None = None
+    result: Any = None
+    error: str | None = None
+    digest: str = ""
+    signature: str = ""
+    key_id: str = ""
+
+    def body(self) -> dict[str, Any]:
+        """Everything the digest covers: all fields but the digest and signature."""
+        data = to_dict(self)
+        for name in ("digest", "signature", "key_id"):
+            data.pop(name)
+        return data
+
+
+def to_dict(value: Any) -> Any:
+    """A JSON-ready dict of any of the dataclasses above (enums become their values)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [to_dict(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return {str(k): to_dict(v) for k, v in value.items()}
+    return value
+
+
+def action_from_dict(data: Mapping[str, Any]) -> Action:
+    return Action(
+        tool=data["tool"],
+        arguments=dict(data["arguments"]),
+        args_hash=data["args_hash"],
+        card_text=data["card_text"],
+        target=data.get("target", ""),
+    )
+
+
+def pending_from_dict(data: Mapping[str, Any]) -> PendingSet:
+    return PendingSet(
+        **{
+            **data,
+            "actions": tuple(action_from_dict(a) for a in data["actions"]),
+            "risk": Risk(data["risk"]),
+            "stage": Stage(data["stage"]),
+            "status": Status(data["status"]),
+        }
+    )
+
+
+def check_from_dict(data: Mapping[str, Any]) -> Check:
+    reason = data.get("reason")
+    return Check(data["name"], bool(data["passed"]), Reason(reason) if reason else None)
+
+
+def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
+    def opt(enum: type[StrEnum], value: Any) -> Any:
+        return enum(value) if value is not None else None
+
+    return Receipt(
+        **{
+            **data,
+            "checks": tuple(check_from_dict(c) for c in data.get("checks", ())),
+            "risk": Risk(data["risk"]),
+            "modality": opt(Modality, data.get("modality")),
+            "input": opt(InputKind, data.get("input")),
+        }
+    )
+
+
+def device_from_dict(data: Mapping[str, Any]) -> Device:
+    return Device(**{**data, "kind": DeviceKind(data["kind"])})

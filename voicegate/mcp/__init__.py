@@ -1,0 +1,1 @@
+"""The MCP side: the upstream pool, the classification policy, the gated agent-facing server."""

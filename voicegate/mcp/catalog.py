@@ -1,0 +1,93 @@
+"""The upstream's tools as the gate sees them: each one classified, the list kept fresh.
+
+The gate core asks two things of its surroundings: is this tool a write, and run it. Both are
+answered here, from the pool's cached listing and the operator's policy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.types import CallToolResult, Tool
+
+from voicegate.errors import ConfigError, VoicegateError
+from voicegate.mcp.policy import OWN_TOOLS, Classification, Policy, check_collisions
+from voicegate.mcp.upstream import UpstreamPool
+
+logger = logging.getLogger(__name__)
+
+
+class UpstreamToolError(VoicegateError):
+    """The upstream ran the tool and answered with ``isError``."""
+
+
+class Catalog:
+    """Upstream tools, classified by the policy; the executor and ``is_write`` of the gate."""
+
+    def __init__(self, pool: UpstreamPool, policy: Policy) -> None:
+        self.pool = pool
+        self.policy = policy
+        self._hints: dict[str, bool | None] = {}
+
+    async def start(self) -> list[Tool]:
+        """List the upstream once at start-up; a name collision is a ``ConfigError``."""
+        tools = await self.pool.list_tools()
+        check_collisions(t.name for t in tools)
+        self._remember(tools)
+        return tools
+
+    async def tools(self) -> list[Tool]:
+        """The upstream's tools now, minus any that would shadow the gate's own."""
+        tools = await self.pool.list_tools()
+        kept = [t for t in tools if t.name not in OWN_TOOLS]
+        if len(kept) != len(tools):
+            # A collision that appears after start-up is hidden, never allowed to shadow.
+            try:
+                check_collisions(t.name for t in tools)
+            except ConfigError as exc:
+                logger.error("%s", exc)
+        self._remember(kept)
+        return kept
+
+    async def lookup(self, name: str) -> Tool | None:
+        """The upstream tool called ``name``, or None when the upstream does not list it."""
+        for tool in await self.tools():
+            if tool.name == name:
+                return tool
+        return None
+
+    def classify(self, name: str) -> Classification:
+        """How the gate treats ``name``; a tool never listed is a write."""
+        return self.policy.classify(name, read_only_hint=self._hints.get(name))
+
+    def is_write(self, name: str) -> bool:
+        """Whether ``name`` is a write (the gate core releases only writes)."""
+        return self.classify(name).write
+
+    async def execute(self, tool: str, arguments: Mapping[str, Any]) -> Any:
+        """Run ``tool`` upstream once; the JSON of its result, or ``UpstreamToolError``."""
+        result = await self.pool.call_tool(tool, arguments)
+        data = result_json(result)
+        if result.is_error:
+            raise UpstreamToolError(_text_of(result) or "the upstream reported an error")
+        return data
+
+    def _remember(self, tools: list[Tool]) -> None:
+        self._hints = {
+            t.name: (t.annotations.read_only_hint if t.annotations is not None else None)
+            for t in tools
+        }
+
+
+def result_json(result: CallToolResult) -> dict[str, Any]:
+    """A tool result as plain JSON, in its wire form."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _text_of(result: CallToolResult) -> str:
+    parts = [getattr(block, "text", "") for block in result.content]
+    text = " ".join(p for p in parts if p)
+    return text[:500] if text else json.dumps(result.structured_content)[:500]

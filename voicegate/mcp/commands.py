@@ -1,0 +1,231 @@
+"""``voicegate serve`` (gate any MCP server) and ``voicegate demo`` (gate the built-in notes).
+
+Both build the same app (``voicegate.web.app.build_app``) and run it under uvicorn. ``demo``
+needs no flags and no network: the notes server runs in-process, the store is SQLite in a
+temporary folder, and it prints everything needed to connect an agent and pair a device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import logging
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from voicegate.errors import ConfigError
+from voicegate.gate.types import DeviceKind
+from voicegate.mcp.notes import build_notes_server
+from voicegate.mcp.policy import Policy, parse_modes, parse_pairs, split_globs
+from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.settings import (
+    DEFAULT_PORT,
+    TOKEN_ENV,
+    ServerConfig,
+    check_startup,
+    keys_from_env,
+    token_from,
+)
+from voicegate.store.base import Store
+
+logger = logging.getLogger(__name__)
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate serve``."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--upstream", metavar="URL", help="the upstream's Streamable HTTP URL")
+    where.add_argument("--upstream-cmd", metavar="CMD", help="the command of a stdio upstream")
+    parser.add_argument(
+        "--env", action="append", metavar="K=V", help="environment for --upstream-cmd"
+    )
+    parser.add_argument(
+        "--header", action="append", metavar="K=V", help="extra header for --upstream"
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="ignore the upstream's readOnlyHint claims"
+    )
+    parser.add_argument("--reads", action="append", metavar="GLOB", help="tools that only read")
+    parser.add_argument("--writes", action="append", metavar="GLOB", help="tools that write")
+    parser.add_argument(
+        "--high-risk", action="append", metavar="GLOB", help="writes needing a second yes"
+    )
+    parser.add_argument(
+        "--mode",
+        action="append",
+        metavar="GLOB=MODE",
+        help="approval mode per tool glob: device (default), token, reject or delegate",
+    )
+    _add_common(parser, default_db="voicegate.db")
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate demo`` (all optional)."""
+    _add_common(parser, default_db="")
+
+
+def _add_common(parser: argparse.ArgumentParser, *, default_db: str) -> None:
+    parser.add_argument("--token", help="the agent's bearer token (default: $VOICEGATE_TOKEN)")
+    parser.add_argument(
+        "--db", default=default_db, help="a SQLite path, 'memory', or a PostgreSQL DSN"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    parser.add_argument("--user", default="owner", help="the user whose device approves")
+    parser.add_argument("--public-url", default="", help="the URL devices and agents use")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run ``voicegate serve``."""
+    try:
+        if args.upstream:
+            upstream = UpstreamSpec.from_url(args.upstream, parse_pairs(args.header, "--header"))
+        else:
+            upstream = UpstreamSpec.from_command(args.upstream_cmd, parse_pairs(args.env, "--env"))
+        policy = Policy(
+            reads=split_globs(args.reads),
+            writes=split_globs(args.writes),
+            high_risk=split_globs(args.high_risk),
+            modes=parse_modes(args.mode),
+            strict=args.strict,
+        )
+        config = _config(args)
+    except (ConfigError, ValueError) as exc:
+        print(f"voicegate serve: {exc}", file=sys.stderr)
+        return 2
+    show_token = not (args.token or os.environ.get(TOKEN_ENV))
+    banner = _serve_banner_with_token if show_token else _serve_banner
+    return asyncio.run(_serve(config, upstream, policy, banner=banner))
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Run ``voicegate demo``."""
+    folder = Path(tempfile.mkdtemp(prefix="voicegate-demo-"))
+    if not args.db:
+        args.db = str(folder / "demo.db")
+    if not _port_free(args.host, args.port):
+        args.port = _free_port(args.host)
+    try:
+        config = _config(args)
+    except ConfigError as exc:
+        print(f"voicegate demo: {exc}", file=sys.stderr)
+        return 2
+    upstream = UpstreamSpec.in_process(build_notes_server())
+    policy = Policy(high_risk=("delete_*",))
+    return asyncio.run(_serve(config, upstream, policy, banner=_demo_banner))
+
+
+def _config(args: argparse.Namespace) -> ServerConfig:
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        token=token_from(args.token),
+        keys=keys_from_env(),
+        user=args.user,
+        public_url=args.public_url,
+    )
+
+
+async def open_store(db: str) -> Store:
+    """Open the store named by ``db``: 'memory', a SQLite path, or a PostgreSQL DSN."""
+    from voicegate import store as stores
+
+    opener: Any = getattr(stores, "open_store", None)
+    if opener is not None:
+        opened = opener(db)
+        return await opened if inspect.isawaitable(opened) else opened  # type: ignore[no-any-return]
+    if db == "memory":
+        from voicegate.store.memory import MemoryStore
+
+        return MemoryStore()
+    from voicegate.store.sqlite import SqliteStore
+
+    return SqliteStore(db.removeprefix("sqlite:///"))
+
+
+def _voice_pipeline(store: Store) -> Any:
+    """The real recogniser when the voice pipeline and its model are installed, else None."""
+    try:
+        from voicegate.voice import pipeline as voice
+    except ImportError:
+        return None
+    factory = getattr(voice, "default_pipeline", None)
+    if factory is None:
+        return None
+    try:
+        return factory(store)
+    except Exception as exc:  # boundary: a missing model leaves the demo tap-only
+        logger.warning("voice unavailable, taps only: %s", exc)
+        return None
+
+
+async def _serve(
+    config: ServerConfig, upstream: UpstreamSpec, policy: Policy, *, banner: Any
+) -> int:
+    from voicegate.web.app import build_app
+
+    store = await open_store(config.db)
+    try:
+        check_startup(config, store_durable=bool(getattr(store, "durable", False)))
+        voice = _voice_pipeline(store)
+        app = build_app(config, upstream=upstream, policy=policy, store=store, voice=voice)
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
+        )
+        await banner(config, store, voice)
+        await server.serve()
+        return 0 if server.started else 2
+    except ConfigError as exc:
+        print(f"voicegate: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await store.close()
+
+
+async def _serve_banner(config: ServerConfig, store: Store, voice: Any) -> None:
+    print(f"Agent MCP endpoint: {config.base_url}/mcp  (Authorization: Bearer <token>)")
+    print(f"Approve on your device: {config.base_url}/approve")
+    print("Pair a device with: voicegate pair")
+
+
+async def _serve_banner_with_token(config: ServerConfig, store: Store, voice: Any) -> None:
+    await _serve_banner(config, store, voice)
+    # A generated token exists nowhere else; the operator needs it once to configure the agent.
+    print(f"Bearer token (generated; pass --token to keep one): {config.token.reveal().decode()}")
+
+
+async def _demo_banner(config: ServerConfig, store: Store, voice: Any) -> None:
+    from voicegate.device.pairing import start_pairing
+
+    code = await start_pairing(store, config.user, DeviceKind.VOICE)
+    print("voicegate demo: the notes server (list_notes, write_note, delete_note) behind the gate")
+    print(f"  Agent MCP endpoint: {config.base_url}/mcp")
+    print(f"  Bearer token:       {config.token.reveal().decode()}")
+    print(f"  Approve page:       {config.base_url}/approve")
+    print(f"  Pairing code:       {code}  (one use, 10 minutes)")
+    print(f"  Voice:              {'on' if voice is not None else 'off (taps only)'}")
+    print(f"  Store:              {config.db}")
+    sys.stdout.flush()
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,129 @@
+"""Which upstream tools are reads, writes or high-risk writes, and how each write is approved.
+
+Pure: values in, values out. The operator's globs decide; an upstream's ``readOnlyHint`` is an
+untrusted claim, honoured only when the operator did not ask for ``strict``. Anything the rules
+do not call a read is a write, so a tool nobody thought about waits for the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from voicegate.errors import ConfigError
+from voicegate.gate.types import Risk
+
+# The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
+OWN_TOOLS = frozenset({"pending_status", "withdraw"})
+
+
+class Mode(StrEnum):
+    """How a write gets its yes."""
+
+    DEVICE = "device"  # a pending card on the user's paired device (the default)
+    TOKEN = "token"  # the in-chat two-phase token
+    REJECT = "reject"  # the operator disabled the tool
+    DELEGATE = "delegate"  # run at once; the client's own dialog is trusted
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """What the gate does with one tool."""
+
+    tool: str
+    write: bool
+    risk: Risk
+    mode: Mode
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    high_risk: tuple[str, ...] = ()
+    modes: tuple[tuple[str, Mode], ...] = ()
+    strict: bool = False
+    default_mode: Mode = Mode.DEVICE
+
+    def classify(self, tool: str, *, read_only_hint: bool | None = None) -> Classification:
+        """Classify ``tool``; ``read_only_hint`` is what the upstream claims about it."""
+        high = _matches(tool, self.high_risk)
+        if high or _matches(tool, self.writes):
+            write = True
+        elif _matches(tool, self.reads):
+            write = False
+        else:
+            # An upstream's own claim counts only when the operator trusts that server.
+            write = not (read_only_hint is True and not self.strict)
+        return Classification(
+            tool=tool,
+            write=write,
+            risk=Risk.HIGH if high else Risk.LOW,
+            mode=self.mode_for(tool),
+        )
+
+    def mode_for(self, tool: str) -> Mode:
+        """The approval mode of ``tool``: the last matching ``--mode`` glob wins."""
+        mode = self.default_mode
+        for pattern, chosen in self.modes:
+            if fnmatchcase(tool, pattern):
+                mode = chosen
+        return mode
+
+
+def _matches(tool: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatchcase(tool, p) for p in patterns)
+
+
+def split_globs(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``["a_*,b", "c"]`` -> ``("a_*", "b", "c")``: each flag may hold a comma-separated list."""
+    out: list[str] = []
+    for value in values or ():
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return tuple(out)
+
+
+def parse_modes(values: Sequence[str] | None) -> tuple[tuple[str, Mode], ...]:
+    """Parse ``GLOB=MODE`` pairs; an unknown mode is a ``ConfigError``."""
+    out: list[tuple[str, Mode]] = []
+    for value in values or ():
+        pattern, sep, name = value.rpartition("=")
+        if not sep or not pattern:
+            raise ConfigError(f"--mode needs GLOB=MODE, got {value!r}")
+        try:
+            out.append((pattern, Mode(name.strip())))
+        except ValueError:
+            choices = ", ".join(m.value for m in Mode)
+            raise ConfigError(f"--mode {value!r}: mode must be one of {choices}") from None
+    return tuple(out)
+
+
+def parse_pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` pairs (``--env``, ``--header``); a missing ``=`` is a ``ConfigError``."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} needs KEY=VALUE, got {value!r}")
+        out[key] = val
+    return out
+
+
+def check_collisions(upstream_tools: Iterable[str], own: Iterable[str] = OWN_TOOLS) -> None:
+    """Refuse an upstream whose tool names collide with the gate's own tools."""
+    clash = sorted(set(upstream_tools) & set(own))
+    if clash:
+        raise ConfigError(
+            "the upstream offers tools named "
+            + ", ".join(clash)
+            + ", which voicegate itself provides; refusing to start rather than hide one of them"
+        )
+
+
+def classify_all(policy: Policy, hints: Mapping[str, bool | None]) -> dict[str, Classification]:
+    """Classify every tool in ``hints`` (tool name -> its upstream ``readOnlyHint``)."""
+    return {name: policy.classify(name, read_only_hint=hint) for name, hint in hints.items()}

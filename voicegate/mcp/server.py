@@ -1,0 +1,346 @@
+"""The agent-facing MCP server: reads pass through, writes wait for the user.
+
+It lists the upstream's tools (each write's description says how it is approved) plus the
+gate's own ``pending_status`` and ``withdraw``. A call to a read goes straight to the upstream.
+A write follows its mode: ``device`` opens a pending card set and answers
+``pending_user_confirmation`` (never the nonce); ``token`` runs the two-phase token; ``reject``
+refuses; ``delegate`` runs at once and records that in the receipt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ClientCapabilities,
+    ElicitationCapability,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+    UrlElicitationCapability,
+)
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from voicegate.errors import Refused, StoreUnavailable
+from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.types import PendingSet, Receipt, Status
+from voicegate.mcp import token_mode
+from voicegate.mcp.catalog import Catalog
+from voicegate.mcp.policy import Classification, Mode
+from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.tokens import TokenCodec
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+This server sits in front of another MCP server. Read tools run at once.
+Write tools do not run when you call them: the user must approve each one.
+- Most writes answer {"status": "pending_user_confirmation", "pending_id": ...}. The user
+  approves or cancels on their own paired device (a tap or their voice). Nothing has run yet.
+  Tell the user what you proposed, then call pending_status(pending_id) to learn the outcome:
+  waiting, confirmed (with the tool's result), cancelled, expired, failed or unknown. The
+  deadline can move later when the user asks for more time. You cannot approve for the user.
+  If you no longer want the action, call withdraw(pending_id).
+- Writes marked as needing a confirmation token answer {"status": "requires_confirmation"}
+  with a summary and a confirmationToken: show the summary to the user, and only after they
+  say yes call the same tool again with the same arguments plus confirmationToken.
+- Writes the operator disabled always fail; do not retry them.
+"""
+
+DEVICE_SUFFIX = (
+    " [voicegate: this write does not run when called. It waits for the user's own "
+    "confirmation on their paired device; the reply is pending_user_confirmation with a "
+    "pending_id. Call pending_status(pending_id) for the outcome.]"
+)
+TOKEN_SUFFIX = (
+    " [voicegate: this write needs the user's yes in chat. The first call returns "
+    "requires_confirmation with a confirmationToken; after the user agrees, call again with "
+    "the same arguments plus confirmationToken.]"
+)
+REJECT_SUFFIX = " [voicegate: the operator disabled this write; calls always fail.]"
+DELEGATE_SUFFIX = " [voicegate: a write; it runs at once after your client's own confirmation.]"
+
+_SUFFIX = {
+    Mode.DEVICE: DEVICE_SUFFIX,
+    Mode.TOKEN: TOKEN_SUFFIX,
+    Mode.REJECT: REJECT_SUFFIX,
+    Mode.DELEGATE: DELEGATE_SUFFIX,
+}
+
+_PENDING_ID_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"pending_id": {"type": "string", "description": "The id a write returned."}},
+    "required": ["pending_id"],
+}
+
+OWN_TOOL_LIST = (
+    Tool(
+        name="pending_status",
+        description=(
+            "Where a write that waits for the user stands: waiting, confirmed (with the "
+            "upstream result), cancelled, expired, withdrawn, failed or unknown; with the "
+            "current deadline, which moves when the user asks for more time."
+        ),
+        input_schema=_PENDING_ID_SCHEMA,
+        annotations=ToolAnnotations(read_only_hint=True),
+    ),
+    Tool(
+        name="withdraw",
+        description="Take back a write you proposed that is still waiting; nothing runs.",
+        input_schema=_PENDING_ID_SCHEMA,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    ),
+)
+
+_URL_ELICITATION = ClientCapabilities(
+    elicitation=ElicitationCapability(url=UrlElicitationCapability())
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    """Who the agent acts for, where the user approves, and the token settings."""
+
+    user: str = "owner"
+    tenant: str = "default"
+    approve_url: str = "http://127.0.0.1:8800/approve"
+    # How long a URL elicitation may hold a call before the pending answer is returned anyway.
+    elicit_timeout: float = 20.0
+
+
+class GatedTools:
+    """The tools/list and tools/call handlers of the gated server."""
+
+    def __init__(
+        self,
+        gate: Gate,
+        catalog: Catalog,
+        *,
+        tokens: TokenCodec | None = None,
+        options: GateOptions = GateOptions(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gate = gate
+        self.catalog = catalog
+        self.tokens = tokens
+        self.options = options
+        self.clock = clock
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        """The upstream's tools, as gated, followed by the gate's own."""
+        listed = [
+            self._present(t, self.catalog.classify(t.name)) for t in await self.catalog.tools()
+        ]
+        return ListToolsResult(tools=[*listed, *OWN_TOOL_LIST])
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        """Route one call: the gate's own tools, a read, or a write in its mode."""
+        name, arguments = params.name, dict(params.arguments or {})
+        try:
+            if name == "pending_status":
+                return _reply(self._status_reply(await self.gate.status(_pending_id(arguments))))
+            if name == "withdraw":
+                return _reply(self._status_reply(await self.gate.withdraw(_pending_id(arguments))))
+            if await self.catalog.lookup(name) is None:
+                raise MCPError(INVALID_PARAMS, f"unknown tool: {name}")
+            kind = self.catalog.classify(name)
+            if not kind.write:
+                return await self.catalog.pool.call_tool(name, arguments)
+            return await self._write(ctx, kind, arguments)
+        except StoreUnavailable:
+            return _refusal(Reason.LEDGER_UNAVAILABLE)
+        except Refused as exc:
+            return _refusal(exc.reason)
+
+    async def _write(
+        self, ctx: ServerRequestContext[Any], kind: Classification, arguments: dict[str, Any]
+    ) -> CallToolResult:
+        if kind.mode is Mode.REJECT:
+            return _refusal(Reason.OPERATOR_DISABLED)
+        if kind.mode is Mode.DELEGATE:
+            request = ActionRequest(tool=kind.tool, arguments=arguments)
+            return _from_receipt(await self.gate.run_delegated(self.options.user, request))
+        if kind.mode is Mode.TOKEN:
+            return await self._token(kind, arguments)
+        pending = await self.gate.propose(
+            self.options.user,
+            [ActionRequest(tool=kind.tool, arguments=arguments)],
+            risk=kind.risk,
+            mode=Mode.DEVICE.value,
+        )
+        await self._point_to_device(ctx, pending)
+        return _reply(pending_message(self._status_reply(pending)))
+
+    async def _token(self, kind: Classification, arguments: dict[str, Any]) -> CallToolResult:
+        if self.tokens is None:
+            return _refusal(Reason.OPERATOR_DISABLED)
+        plain, sent, token = token_mode.split_token(arguments)
+        if not sent:
+            return _reply(
+                token_mode.preview(
+                    self.tokens,
+                    user=self.options.user,
+                    tenant=self.options.tenant,
+                    tool=kind.tool,
+                    arguments=plain,
+                    risk=kind.risk,
+                )
+            )
+        receipt = await token_mode.redeem(
+            self.tokens,
+            self.gate,
+            user=self.options.user,
+            tenant=self.options.tenant,
+            tool=kind.tool,
+            arguments=plain,
+            token=token,
+        )
+        return _from_receipt(receipt)
+
+    async def _point_to_device(self, ctx: ServerRequestContext[Any], pending: PendingSet) -> None:
+        """Best effort: a client that renders URL elicitations shows the approve page link."""
+        session = ctx.session
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
+            return
+        if not session.check_client_capability(_URL_ELICITATION):
+            return
+        message = f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
+        # A client that cannot show the link must never cost the agent its pending answer.
+        try:
+            with anyio.move_on_after(self.options.elicit_timeout):
+                await session.elicit_url(
+                    message, self.options.approve_url, pending.id, related_request_id=ctx.request_id
+                )
+        except Exception as exc:  # boundary: the elicitation is a courtesy, polling still works
+            logger.info("URL elicitation not delivered: %s", type(exc).__name__)
+
+    def _status_reply(self, pending: PendingSet) -> dict[str, Any]:
+        return pending_reply(pending, approve_url=self.options.approve_url, now=self.clock())
+
+    def _present(self, tool: Tool, kind: Classification) -> Tool:
+        if not kind.write:
+            return tool
+        schema = dict(tool.input_schema)
+        if kind.mode is Mode.TOKEN:
+            props = dict(schema.get("properties") or {})
+            props[token_mode.TOKEN_ARG] = {
+                "type": "string",
+                "description": "Only on the second call, after the user said yes in chat.",
+            }
+            schema["properties"] = props
+        hints = tool.annotations or ToolAnnotations()
+        return tool.model_copy(
+            update={
+                "description": (tool.description or "") + _SUFFIX[kind.mode],
+                "input_schema": schema,
+                # A gated write answers with the gate's status, not the upstream's output shape.
+                "output_schema": tool.output_schema if kind.mode is Mode.DELEGATE else None,
+                "annotations": hints.model_copy(update={"read_only_hint": False}),
+            }
+        )
+
+
+def pending_reply(pending: PendingSet, *, approve_url: str, now: float) -> dict[str, Any]:
+    """What the agent may know about a pending set; never its nonce."""
+    # Built field by field from an allow-list: the nonce must never reach the agent.
+    waiting = pending.status is Status.WAITING
+    reply: dict[str, Any] = {
+        "status": pending.status.value,
+        "pending_id": pending.id,
+        "stage": pending.stage.value,
+        "deadline": pending.deadline,
+        "expires_in_seconds": max(0, int(pending.deadline - now)) if waiting else 0,
+        "extensions": pending.extensions,
+        "preview": [a.card_text for a in pending.actions],
+        "approve_url": approve_url,
+    }
+    if pending.status is Status.CONFIRMED:
+        reply["result"] = pending.result
+    if pending.error:
+        reply["error"] = pending.error
+    if pending.receipt_id:
+        reply["receipt_id"] = pending.receipt_id
+    return reply
+
+
+def pending_message(reply: dict[str, Any]) -> dict[str, Any]:
+    """A fresh pending reply, marked as waiting for the user's device."""
+    reply["status"] = "pending_user_confirmation"
+    reply["message"] = (
+        "Waiting for the user to confirm on their paired device. Nothing has run yet. "
+        "Call pending_status with this pending_id to learn the outcome."
+    )
+    return reply
+
+
+def build_server(tools: GatedTools, *, name: str = "voicegate") -> Server[Any]:
+    """The low-level MCP server around ``tools``, with the workflow in its instructions."""
+    return Server(
+        name,
+        version=_version(),
+        instructions=INSTRUCTIONS,
+        on_list_tools=tools.list_tools,
+        on_call_tool=tools.call_tool,
+    )
+
+
+def _version() -> str:
+    from voicegate import __version__
+
+    return __version__
+
+
+def _pending_id(arguments: Mapping[str, Any]) -> str:
+    value = arguments.get("pending_id")
+    if not isinstance(value, str) or not value:
+        raise Refused(Reason.BAD_REQUEST, "pending_id must be a string")
+    return value
+
+
+def _reply(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+        is_error=error,
+    )
+
+
+def _refusal(reason: Reason) -> CallToolResult:
+    return _reply(
+        {"status": "refused", "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")},
+        error=True,
+    )
+
+
+def _from_receipt(receipt: Receipt) -> CallToolResult:
+    """The upstream's own answer when the write ran; a refusal naming the receipt when not."""
+    if receipt.outcome == "executed" and isinstance(receipt.result, dict):
+        result = CallToolResult.model_validate(receipt.result)
+        meta = dict(result.meta or {})
+        meta["voicegate/receipt"] = receipt.id
+        return result.model_copy(update={"meta": meta})
+    data = {
+        "status": "failed",
+        "reason": Reason.UPSTREAM_FAILED.value,
+        "receipt_id": receipt.id,
+        "error": receipt.error,
+        "next_step": NEXT_STEP[Reason.UPSTREAM_FAILED],
+    }
+    return _reply(data, error=True)

@@ -1,0 +1,330 @@
+"""One long-lived session with the upstream MCP server, shared by every list, read and write.
+
+The upstream is a stdio command, a Streamable HTTP URL or an in-process server object. The
+session opens on first use and is reused; for stdio that means one process, not one per call.
+If the upstream dies, the call in flight fails with ``UpstreamError`` (it is never retried: a
+write must run at most once) and the next call opens a fresh session, trying a bounded number
+of times. The tool list is cached until the upstream says it changed, or the session is
+replaced.
+
+The session lives in a task of its own, because the SDK's client must be entered and left in
+the same task, while calls arrive from many request tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+from mcp import Client, StdioServerParameters
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from voicegate.errors import Refused
+from voicegate.reasons import Reason
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_LIST_PAGE_CAP = 100  # an upstream whose pagination never ends cannot hang a listing
+
+
+class UpstreamError(Refused):
+    """The upstream could not be reached, or the session died while a call was in flight."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Reason.UPSTREAM_FAILED, detail)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSpec:
+    """Where the upstream is: exactly one of ``command``, ``url`` or ``server``."""
+
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    server: Server[Any] | MCPServer | None = None
+
+    @classmethod
+    def from_command(
+        cls, command: str | Sequence[str], env: Mapping[str, str] = {}
+    ) -> UpstreamSpec:
+        """A stdio upstream; a string command is split like a shell would."""
+        argv = tuple(shlex.split(command) if isinstance(command, str) else command)
+        if not argv:
+            raise ValueError("the upstream command is empty")
+        return cls(command=argv, env=dict(env))
+
+    @classmethod
+    def from_url(cls, url: str, headers: Mapping[str, str] = {}) -> UpstreamSpec:
+        """A Streamable HTTP upstream, with extra headers sent on every request."""
+        return cls(url=url, headers=dict(headers))
+
+    @classmethod
+    def in_process(cls, server: Server[Any] | MCPServer) -> UpstreamSpec:
+        """An upstream server object running in this process."""
+        return cls(server=server)
+
+    def describe(self) -> str:
+        """A short, secret-free description for logs and errors (header values left out)."""
+        if self.command:
+            return f"stdio:{self.command[0]}"
+        if self.url:
+            return f"http:{self.url.split('?', 1)[0]}"
+        return "in-process"
+
+
+class _Connection:
+    """One open upstream session and the signals to stop it."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.stop = anyio.Event()
+        self.done = anyio.Event()
+        self.error: BaseException | None = None
+        self.alive = False
+
+    def is_usable(self) -> bool:
+        if not self.alive or self.client is None:
+            return False
+        # The SDK marks its dispatcher closed once the upstream's stream ends; checking before
+        # sending lets the next call reconnect instead of failing on a session already dead.
+        dispatcher = getattr(self.client.session, "_dispatcher", None)
+        return not bool(getattr(dispatcher, "_closed", False))
+
+
+class UpstreamPool:
+    """A lazily opened, reused, self-healing session with one upstream server.
+
+    Use as an async context manager (the app's lifespan); ``list_tools`` and ``call_tool``
+    may then be called from any task.
+    """
+
+    def __init__(
+        self,
+        spec: UpstreamSpec,
+        *,
+        connect_attempts: int = 3,
+        backoff: float = 0.2,
+        call_timeout: float | None = 300.0,
+    ) -> None:
+        self.spec = spec
+        self.connect_attempts = max(1, connect_attempts)
+        self.backoff = backoff
+        self.call_timeout = call_timeout
+        self.connects = 0  # sessions opened so far, for health reporting and tests
+        self._conn: _Connection | None = None
+        self._lock = anyio.Lock()
+        self._tools: list[Tool] | None = None
+        self._tools_generation = 0
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> UpstreamPool:
+        stack = AsyncExitStack()
+        self._tg = await stack.enter_async_context(anyio.create_task_group())
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        if self._stack is not None:
+            await self._stack.__aexit__(exc_type, exc, tb)
+        self._tg = None
+        self._stack = None
+
+    async def close(self) -> None:
+        """Close the current session, if any; the next call opens a new one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.stop.set()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await conn.done.wait()
+
+    async def list_tools(self) -> list[Tool]:
+        """The upstream's tools, from the cache while the upstream has not said they changed."""
+        if self._tools is not None:
+            return list(self._tools)
+        client = await self._client()
+        generation = self._tools_generation
+        tools: list[Tool] = []
+        cursor: str | None = None
+        for _ in range(_LIST_PAGE_CAP):
+            page = await self._guard(client, client.list_tools(cursor=cursor, cache_mode="bypass"))
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        # A change notice that arrived while listing makes this listing stale already.
+        if generation == self._tools_generation:
+            self._tools = tools
+        return list(tools)
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
+        """Call one upstream tool exactly once; a lost session raises ``UpstreamError``."""
+        client = await self._client()
+        return await self._guard(client, client.call_tool(name, dict(arguments)))
+
+    def invalidate_tools(self) -> None:
+        """Forget the cached tool list."""
+        self._tools = None
+        self._tools_generation += 1
+
+    async def _guard(self, client: Client, call: Awaitable[_T]) -> _T:
+        try:
+            return await call
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise  # the upstream answered with an error; the session is fine
+            await self._drop(client)
+            raise UpstreamError(
+                f"the upstream {self.spec.describe()} closed the connection"
+            ) from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            await self._drop(client)
+            raise UpstreamError(f"the upstream {self.spec.describe()} is unreachable") from exc
+
+    async def _drop(self, client: Client) -> None:
+        conn = self._conn
+        if conn is not None and conn.client is client:
+            self._conn = None
+            conn.alive = False
+            conn.stop.set()
+            self.invalidate_tools()
+
+    async def _client(self) -> Client:
+        conn = self._conn
+        if conn is not None and conn.is_usable():
+            assert conn.client is not None
+            return conn.client
+        async with self._lock:
+            conn = self._conn
+            if conn is not None and conn.is_usable():
+                assert conn.client is not None
+                return conn.client
+            if conn is not None and conn.client is not None:
+                await self._drop(conn.client)
+            return await self._connect()
+
+    async def _connect(self) -> Client:
+        if self._tg is None:
+            raise RuntimeError("UpstreamPool must be entered (async with) before use")
+        last: BaseException | None = None
+        for attempt in range(self.connect_attempts):
+            if attempt:
+                await anyio.sleep(self.backoff * attempt)
+            conn = _Connection()
+            await self._tg.start(self._hold, conn)
+            if conn.alive and conn.client is not None:
+                self._conn = conn
+                self.connects += 1
+                self.invalidate_tools()
+                return conn.client
+            last = conn.error
+            logger.warning(
+                "upstream %s: connect attempt %d failed: %s",
+                self.spec.describe(),
+                attempt + 1,
+                type(last).__name__ if last else "unknown",
+            )
+        raise UpstreamError(
+            f"could not connect to the upstream {self.spec.describe()} "
+            f"after {self.connect_attempts} attempts"
+        ) from last
+
+    async def _open(self, stack: AsyncExitStack) -> Client:
+        spec = self.spec
+        target: Any
+        if spec.url:
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=dict(spec.headers))
+            )
+            target = streamable_http_client(spec.url, http_client=http)
+        elif spec.command:
+            target = StdioServerParameters(
+                command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) or None
+            )
+        elif spec.server is not None:
+            target = spec.server
+        else:
+            raise ValueError("UpstreamSpec names no upstream")
+
+        async def on_message(message: Any) -> None:
+            if getattr(message, "method", None) == "notifications/tools/list_changed":
+                self.invalidate_tools()
+
+        client = Client(
+            target,
+            cache=None,  # the pool keeps its own tool cache, refreshed on change notices
+            message_handler=on_message,
+            read_timeout_seconds=self.call_timeout,
+        )
+        return await stack.enter_async_context(client)
+
+    async def _hold(
+        self,
+        conn: _Connection,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._open(stack)
+                conn.client = client
+                conn.alive = True
+                started = True
+                task_status.started()
+                async with anyio.create_task_group() as watchers:
+                    if _announces_tool_changes(client):
+                        watchers.start_soon(self._listen, client)
+                    await conn.stop.wait()
+                    watchers.cancel_scope.cancel()
+        # The one boundary where any failure of the upstream's transport becomes "not connected".
+        except Exception as exc:
+            conn.error = exc
+            if started:
+                logger.warning("upstream %s session ended: %s", self.spec.describe(), exc)
+        finally:
+            conn.alive = False
+            conn.done.set()
+            if not started:
+                task_status.started()
+
+    async def _listen(self, client: Client) -> None:
+        # At 2026-07-28 change notices arrive only on a subscriptions/listen stream.
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    self.invalidate_tools()
+        except Exception as exc:  # a lost listen stream must not end the session
+            logger.info("upstream %s: change notices unavailable: %s", self.spec.describe(), exc)
+
+
+def _announces_tool_changes(client: Client) -> bool:
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False  # handshake era: notices arrive through the message handler
+    tools = client.server_capabilities.tools
+    return bool(tools and tools.list_changed)

@@ -1,0 +1,143 @@
+"""The closed vocabulary of refusal reasons and decisions.
+
+Every refusal anywhere in voicegate (token checks, audio intake, the consent grammar, the gate,
+the device API) carries one ``Reason``. The agent, the approval page and the tests branch on
+these codes, never on message text. ``NEXT_STEP`` says what the caller can do about each.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """What a user's answer means for a pending set."""
+
+    CHOOSE = "choose"
+    CONFIRM = "confirm"
+    CANCEL = "cancel"
+    MORE_TIME = "more_time"
+    REFUSE = "refuse"
+
+
+class Reason(StrEnum):
+    """Why something was not released. Grouped by the step that refuses."""
+
+    # two-phase tokens
+    MISSING = "missing"
+    MALFORMED = "malformed"
+    BAD_SIGNATURE = "bad_signature"
+    EXPIRED = "expired"
+    WRONG_USER = "wrong_user"
+    WRONG_TOOL = "wrong_tool"
+    PLAN_CHANGED = "plan_changed"
+    ALREADY_USED = "already_used"
+    LEDGER_UNAVAILABLE = "ledger_unavailable"
+    # audio intake
+    UNSUPPORTED_FORMAT = "unsupported_format"
+    CORRUPT = "corrupt"
+    TOO_LARGE = "too_large"
+    TOO_SHORT = "too_short"
+    TOO_LONG = "too_long"
+    SILENT = "silent"
+    CLIPPED = "clipped"
+    TOO_NOISY = "too_noisy"
+    AUDIO_REUSED = "audio_reused"
+    # recogniser and consent grammar
+    NO_SPEECH = "no_speech"
+    UNCLEAR = "unclear"
+    NOT_UNDERSTOOD = "not_understood"
+    HEDGE = "hedge"
+    QUESTION = "question"
+    NEGATION = "negation"
+    CONTRADICTION = "contradiction"
+    SOUND_ALIKE = "sound_alike"
+    OUT_OF_RANGE = "out_of_range"
+    NUMBER_ON_FINAL = "number_on_final"
+    AMBIGUOUS = "ambiguous"
+    LANGUAGE_UNAVAILABLE = "language_unavailable"
+    # the gate
+    UNKNOWN_PENDING = "unknown_pending"
+    NOT_OPEN = "not_open"
+    SET_EXPIRED = "set_expired"
+    WRONG_STAGE = "wrong_stage"
+    WRONG_SET = "wrong_set"
+    ACTION_CHANGED = "action_changed"
+    NOT_A_WRITE = "not_a_write"
+    EVIDENCE_REUSED = "evidence_reused"
+    EXTENSION_LIMIT = "extension_limit"
+    UPSTREAM_FAILED = "upstream_failed"
+    OPERATOR_DISABLED = "operator_disabled"
+    # devices and pairing
+    UNKNOWN_DEVICE = "unknown_device"
+    DEVICE_REVOKED = "device_revoked"
+    WRONG_DEVICE_USER = "wrong_device_user"
+    DEVICE_CANNOT_SPEAK = "device_cannot_speak"
+    BAD_DEVICE_SIGNATURE = "bad_device_signature"
+    STALE_REQUEST = "stale_request"
+    REQUEST_REPLAYED = "request_replayed"
+    BAD_PAIRING_CODE = "bad_pairing_code"
+    PAIRING_BUDGET = "pairing_budget"
+    BAD_REQUEST = "bad_request"
+    # load
+    RATE_LIMITED = "rate_limited"
+    BUSY = "busy"
+
+
+NEXT_STEP: dict[Reason, str] = {
+    Reason.MISSING: "Call the tool without a token first to get a preview and a token.",
+    Reason.MALFORMED: "The token was damaged; call the tool without a token for a fresh one.",
+    Reason.BAD_SIGNATURE: "The token was not issued by this server; ask for a fresh one.",
+    Reason.EXPIRED: "Call the tool again without a token and ask the user again.",
+    Reason.WRONG_USER: "This token belongs to someone else; do not retry.",
+    Reason.WRONG_TOOL: "This token is for another tool or target; do not retry.",
+    Reason.PLAN_CHANGED: "The arguments changed since the user approved; show the new preview.",
+    Reason.ALREADY_USED: "The action may already have run; check before asking again.",
+    Reason.LEDGER_UNAVAILABLE: "Nothing ran; the approval store is unreachable, retry shortly.",
+    Reason.UNSUPPORTED_FORMAT: "Send WAV, FLAC, OGG/Opus or WebM/Opus audio.",
+    Reason.CORRUPT: "The recording could not be read; record again.",
+    Reason.TOO_LARGE: "The recording is too large; record a shorter answer.",
+    Reason.TOO_SHORT: "The recording is too short; hold the button while you speak.",
+    Reason.TOO_LONG: "The recording is too long; say just your answer.",
+    Reason.SILENT: "Nothing was heard; speak closer to the microphone.",
+    Reason.CLIPPED: "The recording is distorted; speak a little further from the microphone.",
+    Reason.TOO_NOISY: "Too much background noise; try again somewhere quieter or tap.",
+    Reason.AUDIO_REUSED: "This recording was used before; say your answer again.",
+    Reason.NO_SPEECH: "No speech was heard; say your answer again or tap.",
+    Reason.UNCLEAR: "Not sure what was said; say it again, for example 'the second one', or tap.",
+    Reason.NOT_UNDERSTOOD: "Say a card number, 'yes', 'cancel' or 'more time', or tap.",
+    Reason.HEDGE: "Take your time; say 'yes' when you are sure, or 'more time'.",
+    Reason.QUESTION: "That sounded like a question; say 'yes' or 'cancel' to decide.",
+    Reason.NEGATION: "Heard a 'no'; nothing ran. Say 'cancel' to cancel or 'yes' to confirm.",
+    Reason.CONTRADICTION: "Heard two different answers; say just one.",
+    Reason.SOUND_ALIKE: "That word sounds like a number but is not one; say 'number two' or tap.",
+    Reason.OUT_OF_RANGE: "There is no card with that number; say one of the numbers shown.",
+    Reason.NUMBER_ON_FINAL: "This is the final check; say 'yes' to confirm or 'cancel'.",
+    Reason.AMBIGUOUS: "Several cards are open; say which one, for example 'the second one'.",
+    Reason.LANGUAGE_UNAVAILABLE: "The recogniser for that language is not installed; tap instead.",
+    Reason.UNKNOWN_PENDING: "No such pending action; list the pending actions again.",
+    Reason.NOT_OPEN: "This action was already decided; nothing more will run.",
+    Reason.SET_EXPIRED: "The time ran out; ask the agent to propose the action again.",
+    Reason.WRONG_STAGE: "This answer is not for the current step; look at the card again.",
+    Reason.WRONG_SET: "This answer was for another card; look at the card again.",
+    Reason.ACTION_CHANGED: "The action changed after it was shown; nothing ran.",
+    Reason.NOT_A_WRITE: "This action is not a registered write; nothing ran.",
+    Reason.EVIDENCE_REUSED: "This answer was already used; answer again.",
+    Reason.EXTENSION_LIMIT: "No more extensions; decide now or cancel.",
+    Reason.UPSTREAM_FAILED: "The action was approved but the server running it failed; it will "
+    "not run again by itself.",
+    Reason.OPERATOR_DISABLED: "The operator disabled this tool; do not retry.",
+    Reason.UNKNOWN_DEVICE: "Pair this device again.",
+    Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",
+    Reason.WRONG_DEVICE_USER: "This device belongs to another user.",
+    Reason.DEVICE_CANNOT_SPEAK: "This device was paired for taps only; tap instead.",
+    Reason.BAD_DEVICE_SIGNATURE: "The request signature did not check out; pair again if it "
+    "keeps happening.",
+    Reason.STALE_REQUEST: "Check the device clock; requests must be within 60 seconds.",
+    Reason.REQUEST_REPLAYED: "This request was already received; send a new one.",
+    Reason.BAD_PAIRING_CODE: "Check the pairing code and try again.",
+    Reason.PAIRING_BUDGET: "Too many pairing attempts; wait a few minutes.",
+    Reason.BAD_REQUEST: "The request was not understood; check its fields.",
+    Reason.RATE_LIMITED: "Too many requests; wait a moment.",
+    Reason.BUSY: "The recogniser is busy; retry in a second.",
+}

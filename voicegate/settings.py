@@ -1,0 +1,107 @@
+"""How one ``voicegate serve`` process is configured, and the rule for starting it safely.
+
+The rule: a gate that lets writes through and listens beyond this machine must keep its
+promises across a restart, so it needs a persistent signing secret (tokens and receipts stay
+verifiable) and a durable store (a spent nonce stays spent). Without them it refuses to start.
+Secrets are ``Secret`` values and never appear in a repr or a log line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from voicegate.errors import ConfigError
+from voicegate.secrets import KeyRing, Secret
+
+TOKEN_ENV = "VOICEGATE_TOKEN"
+KEYS_ENV = "VOICEGATE_SECRET_KEYS"
+DEFAULT_PORT = 8800
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Where the gate listens, what it stores, and the secrets it signs and checks with."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    db: str = "memory"
+    token: Secret = field(default_factory=lambda: Secret(secrets.token_urlsafe(24)))
+    keys: KeyRing | None = None  # None: a fresh random ring that dies with the process
+    user: str = "owner"
+    public_url: str = ""
+    allowed_hosts: tuple[str, ...] = ()
+    allows_writes: bool = True
+
+    @property
+    def base_url(self) -> str:
+        """The URL clients use to reach this server."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the server listens only on this machine."""
+        return is_loopback(self.host)
+
+    def signing_keys(self) -> KeyRing:
+        """The configured ring, or a fresh one for this process alone."""
+        return self.keys if self.keys is not None else KeyRing.generate()
+
+    def host_headers(self) -> list[str]:
+        """Host header values the MCP endpoint accepts (DNS-rebinding protection)."""
+        hosts = [f"127.0.0.1:{self.port}", f"localhost:{self.port}", f"[::1]:{self.port}"]
+        if not self.loopback:
+            hosts.append(f"{self.host}:{self.port}")
+        hosts.extend(self.allowed_hosts)
+        return hosts
+
+    def origins(self) -> list[str]:
+        """Origin header values the MCP endpoint accepts."""
+        origins = [f"http://{h}" for h in self.host_headers()]
+        if self.public_url:
+            origins.append(self.public_url.rstrip("/"))
+        return origins
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_startup(config: ServerConfig, *, store_durable: bool) -> None:
+    """Refuse an unsafe start: writes on a non-loopback address need persistence."""
+    if not config.allows_writes or config.loopback:
+        return
+    missing = []
+    if config.keys is None:
+        missing.append(f"a persistent signing secret ({KEYS_ENV})")
+    if not store_durable:
+        missing.append("a durable store (--db PATH or a PostgreSQL DSN)")
+    if missing:
+        raise ConfigError(
+            f"refusing to listen on {config.host} with writes enabled without "
+            + " and ".join(missing)
+        )
+
+
+def keys_from_env(env: Mapping[str, str] = os.environ) -> KeyRing | None:
+    """The signing ring from ``VOICEGATE_SECRET_KEYS`` (``id:secret,...``), or None."""
+    raw = env.get(KEYS_ENV, "").strip()
+    return KeyRing(raw) if raw else None
+
+
+def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret:
+    """The agent's bearer token: the flag, else ``VOICEGATE_TOKEN``, else a fresh one."""
+    chosen = value or env.get(TOKEN_ENV, "")
+    return Secret(chosen) if chosen else Secret(secrets.token_urlsafe(24))

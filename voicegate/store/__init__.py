@@ -1,0 +1,80 @@
+"""Storage backends behind the protocols of ``voicegate.store.base``.
+
+``open_store(url)`` picks one by its URL:
+
+    memory, memory:                      MemoryStore, in this process only (durable=False)
+    voicegate.db, /var/lib/vg/gate.db    SqliteStore, a file path
+    sqlite:///relative.db                SqliteStore (three slashes, then a relative path)
+    sqlite:////abs/gate.db               SqliteStore (four slashes: an absolute path)
+    postgresql://user@host/db            PostgresStore; postgres:// works too; add
+        ?schema=name                     to keep the tables in their own schema
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from voicegate.errors import ConfigError
+from voicegate.store.base import Store
+from voicegate.store.memory import MemoryStore
+from voicegate.store.postgres import PostgresStore
+from voicegate.store.sqlite import SqliteStore
+
+__all__ = [
+    "MemoryStore",
+    "PostgresStore",
+    "SqliteStore",
+    "Store",
+    "open_store",
+    "redact",
+    "store_for",
+]
+
+_POSTGRES = ("postgresql://", "postgres://")
+
+
+async def open_store(url: str) -> Store:
+    """The store ``url`` names, connected and with its schema in place.
+
+    Raises ``ConfigError`` for a URL it cannot use and ``StoreUnavailable`` when the database
+    cannot be reached now.
+    """
+    store = store_for(url)
+    await store.start()
+    return store
+
+
+def store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
+    """The store ``url`` names, not yet connected (it connects on ``start`` or first use)."""
+    url = url.strip()
+    if url in ("memory", "memory:"):
+        return MemoryStore()
+    if url.startswith(_POSTGRES):
+        dsn, schema = _split_schema(url)
+        return PostgresStore(dsn, schema=schema)
+    if url.startswith("sqlite:"):
+        if not url.startswith("sqlite:///") or url == "sqlite:///":
+            raise ConfigError("a SQLite URL is sqlite:///relative.db or sqlite:////abs.db")
+        return SqliteStore(url.removeprefix("sqlite:///"))
+    if not url or "://" in url:
+        raise ConfigError(f"unknown store URL {redact(url)!r}")
+    return SqliteStore(url)
+
+
+def redact(url: str) -> str:
+    """``url`` with any password masked, fit for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _split_schema(url: str) -> tuple[str, str | None]:
+    """The DSN without our ``schema`` parameter (asyncpg would send it to the server)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in query if key == "schema"]
+    rest = [(key, value) for key, value in query if key != "schema"]
+    dsn = urlunsplit(parts._replace(query=urlencode(rest)))
+    return dsn, (schemas[-1] if schemas else None)

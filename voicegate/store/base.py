@@ -1,0 +1,141 @@
+"""The storage protocols. Every method is one atomic step: no caller ever reads, then writes.
+
+A backend implements all of them (``Store``). One contract suite, ``tests/store/test_contract.py``,
+runs against every backend; adding a backend means adding one factory there.
+
+Every method raises ``StoreUnavailable`` when the backend cannot be reached, so that every
+caller fails closed with ``Reason.LEDGER_UNAVAILABLE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from voicegate.gate.types import (
+    Device,
+    PairingCode,
+    PendingSet,
+    Receipt,
+    StoredFingerprint,
+)
+
+
+class PendingStore(Protocol):
+    """Pending card sets, changed only by compare-and-swap on ``version``."""
+
+    async def create(self, pending: PendingSet) -> None:
+        """Insert a new set; an existing id raises ``ValueError``."""
+
+    async def get(self, pending_id: str) -> PendingSet | None:
+        """The set as stored now, or None."""
+
+    async def list_for_user(self, user: str, *, open_only: bool = True) -> list[PendingSet]:
+        """This user's sets, oldest first; only ``waiting`` ones when ``open_only``."""
+
+    async def list_by_status(self, status: str) -> list[PendingSet]:
+        """Every set in ``status`` (used at start-up to settle sets a crash left executing)."""
+
+    async def swap(self, old: PendingSet, new: PendingSet) -> bool:
+        """Store ``new`` iff the stored set still has ``old.version``; True when it did.
+
+        Of several racing swaps from one version, across processes, exactly one wins.
+        ``new.version`` must be ``old.version + 1``.
+        """
+
+
+class Ledger(Protocol):
+    """Single-use keys: nonces, token ids, evidence ids, signed device requests."""
+
+    async def consume(self, key: str, *, expires_at: float) -> bool:
+        """Spend ``key``: True the first time, False every later time, across processes.
+
+        Implemented as a unique-key insert; the duplicate is the replay signal.
+        ``expires_at`` only tells the backend when it may forget the key.
+        """
+
+    async def prune(self, before: float) -> int:
+        """Forget keys whose ``expires_at`` is before ``before``; the number forgotten."""
+
+
+class DeviceStore(Protocol):
+    """Paired devices and their public keys."""
+
+    async def add(self, device: Device) -> None:
+        """Insert a device; an existing id raises ``ValueError``."""
+
+    async def get(self, device_id: str) -> Device | None:
+        """The device, revoked or not, or None."""
+
+    async def list(self, user: str | None = None) -> list[Device]:
+        """Devices of ``user`` (all users when None), oldest first."""
+
+    async def revoke(self, device_id: str, at: float) -> bool:
+        """Mark revoked; True when it was active before."""
+
+
+class PairingStore(Protocol):
+    """One-time pairing codes, stored as hashes."""
+
+    async def add(self, code: PairingCode) -> None:
+        """Store a new code."""
+
+    async def redeem(self, code_hash: str, now: float) -> PairingCode | None:
+        """Delete and return the code if it exists and has not expired; exactly once."""
+
+
+class Budgets(Protocol):
+    """Atomic counters over fixed time windows, for guessing and rate limits."""
+
+    async def take(self, key: str, *, limit: int, window: float, now: float) -> bool:
+        """Take one unit from ``key`` in the window holding ``now``; False once ``limit`` are taken.
+
+        N parallel takes, across processes, never grant more than ``limit`` in one window.
+        """
+
+
+class FingerprintStore(Protocol):
+    """Replay features of every accepted recording, per user."""
+
+    async def add(self, fingerprint: StoredFingerprint) -> None:
+        """Remember one recording's features."""
+
+    async def since(self, user: str, since: float) -> list[StoredFingerprint]:
+        """This user's fingerprints created at or after ``since``, oldest first."""
+
+    async def prune(self, before: float) -> int:
+        """Forget fingerprints created before ``before``; the number forgotten."""
+
+
+class ReceiptStore(Protocol):
+    """An append-only, per-user chain of receipts."""
+
+    async def append(self, user: str, make: Callable[[int, str], Receipt]) -> Receipt:
+        """Append the next receipt of ``user`` and return it.
+
+        Calls ``make(seq, prev_digest)`` with the next sequence number (1 for the first) and the
+        digest of the user's latest receipt ("" for the first), then inserts under a unique
+        (user, seq). On a lost race it calls ``make`` again with the new head.
+        """
+
+    async def get(self, receipt_id: str) -> Receipt | None:
+        """One receipt by id."""
+
+    async def list(self, user: str | None = None) -> list[Receipt]:
+        """Receipts of ``user`` (all when None), by user then sequence."""
+
+
+class Store(Protocol):
+    """One backend: every concept above, plus whether it survives a restart."""
+
+    pending: PendingStore
+    ledger: Ledger
+    devices: DeviceStore
+    pairings: PairingStore
+    budgets: Budgets
+    fingerprints: FingerprintStore
+    receipts: ReceiptStore
+    durable: bool
+
+    async def close(self) -> None:
+        """Release connections."""

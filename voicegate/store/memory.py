@@ -1,0 +1,291 @@
+"""An in-process store: for tests, demos and single-process runs that may forget on restart.
+
+Each method does all its reading and writing under one lock and never awaits in between, so
+concurrent tasks (and threads) see every method as one atomic step. Pending sets and receipts
+are kept as the same JSON text the SQL backends store, so they read back identically.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import threading
+from collections.abc import Callable
+
+from voicegate.errors import StoreUnavailable
+from voicegate.gate.types import (
+    OPEN_STATUSES,
+    Device,
+    PairingCode,
+    PendingSet,
+    Receipt,
+    StoredFingerprint,
+)
+from voicegate.store import common
+from voicegate.store.base import (
+    Budgets,
+    DeviceStore,
+    FingerprintStore,
+    Ledger,
+    PairingStore,
+    PendingStore,
+    ReceiptStore,
+)
+
+
+class _Guard:
+    """The lock every part shares, and whether the store was closed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        if self.closed:
+            self.lock.release()
+            raise StoreUnavailable("the memory store is closed")
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+class MemoryPending:
+    """Pending sets by id, in insertion order."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, str] = {}
+
+    async def create(self, pending: PendingSet) -> None:
+        """Insert a new set; an existing id raises ``ValueError``."""
+        with self._guard:
+            if pending.id in self._rows:
+                raise ValueError(f"pending set {pending.id!r} exists")
+            self._rows[pending.id] = common.dump(pending)
+
+    async def get(self, pending_id: str) -> PendingSet | None:
+        """The set as stored now, or None."""
+        with self._guard:
+            text = self._rows.get(pending_id)
+        return common.load_pending(text) if text is not None else None
+
+    async def list_for_user(self, user: str, *, open_only: bool = True) -> list[PendingSet]:
+        """This user's sets, oldest first; only ``waiting`` ones when ``open_only``."""
+        found = [p for p in self._all() if p.user == user]
+        if open_only:
+            found = [p for p in found if p.status in OPEN_STATUSES]
+        return sorted(found, key=lambda p: p.created_at)
+
+    async def list_by_status(self, status: str) -> list[PendingSet]:
+        """Every set in ``status``, oldest first."""
+        return sorted((p for p in self._all() if p.status == status), key=lambda p: p.created_at)
+
+    async def swap(self, old: PendingSet, new: PendingSet) -> bool:
+        """Store ``new`` iff the stored set still has ``old.version``; True when it did."""
+        common.check_swap(old, new)
+        with self._guard:
+            text = self._rows.get(old.id)
+            if text is None or common.load_pending(text).version != old.version:
+                return False
+            self._rows[old.id] = common.dump(new)
+            return True
+
+    def _all(self) -> builtins.list[PendingSet]:
+        with self._guard:
+            texts = builtins.list(self._rows.values())
+        return [common.load_pending(t) for t in texts]
+
+
+class MemoryLedger:
+    """Spent keys and when each may be forgotten."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._keys: dict[str, float] = {}
+
+    async def consume(self, key: str, *, expires_at: float) -> bool:
+        """Spend ``key``: True the first time, False every later time."""
+        with self._guard:
+            if key in self._keys:
+                return False
+            self._keys[key] = expires_at
+            return True
+
+    async def prune(self, before: float) -> int:
+        """Forget keys whose ``expires_at`` is before ``before``; the number forgotten."""
+        with self._guard:
+            old = [k for k, at in self._keys.items() if at < before]
+            for key in old:
+                del self._keys[key]
+        return len(old)
+
+
+class MemoryDevices:
+    """Paired devices by id, in insertion order."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, Device] = {}
+
+    async def add(self, device: Device) -> None:
+        """Insert a device; an existing id raises ``ValueError``."""
+        with self._guard:
+            if device.id in self._rows:
+                raise ValueError(f"device {device.id!r} exists")
+            self._rows[device.id] = device
+
+    async def get(self, device_id: str) -> Device | None:
+        """The device, revoked or not, or None."""
+        with self._guard:
+            return self._rows.get(device_id)
+
+    async def list(self, user: str | None = None) -> builtins.list[Device]:
+        """Devices of ``user`` (all users when None), oldest first."""
+        with self._guard:
+            found = [d for d in self._rows.values() if user is None or d.user == user]
+        return sorted(found, key=lambda d: d.created_at)
+
+    async def revoke(self, device_id: str, at: float) -> bool:
+        """Mark revoked; True when it was active before."""
+        with self._guard:
+            device = self._rows.get(device_id)
+            if device is None or device.revoked_at is not None:
+                return False
+            self._rows[device_id] = dataclasses.replace(device, revoked_at=at)
+            return True
+
+
+class MemoryPairings:
+    """One-time pairing codes by hash."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, PairingCode] = {}
+
+    async def add(self, code: PairingCode) -> None:
+        """Store a new code; an existing hash raises ``ValueError``."""
+        with self._guard:
+            if code.code_hash in self._rows:
+                raise ValueError("pairing code exists")
+            self._rows[code.code_hash] = code
+
+    async def redeem(self, code_hash: str, now: float) -> PairingCode | None:
+        """Delete and return the code if it exists and has not expired; exactly once."""
+        with self._guard:
+            code = self._rows.pop(code_hash, None)
+        return code if code is not None and now < code.expires_at else None
+
+
+class MemoryBudgets:
+    """One counter per key, for the latest window it was taken in."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, tuple[float, int]] = {}
+
+    async def take(self, key: str, *, limit: int, window: float, now: float) -> bool:
+        """Take one unit from ``key`` in the window holding ``now``; False once none is left."""
+        start = common.window_start(now, window)
+        with self._guard:
+            stored, taken = self._rows.get(key, (start, 0))
+            if start > stored:
+                stored, taken = start, 0
+            if taken >= limit:
+                return False
+            self._rows[key] = (stored, taken + 1)
+            return True
+
+
+class MemoryFingerprints:
+    """Replay features of accepted recordings."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, StoredFingerprint] = {}
+
+    async def add(self, fingerprint: StoredFingerprint) -> None:
+        """Remember one recording's features; an existing id raises ``ValueError``."""
+        with self._guard:
+            if fingerprint.id in self._rows:
+                raise ValueError(f"fingerprint {fingerprint.id!r} exists")
+            self._rows[fingerprint.id] = fingerprint
+
+    async def since(self, user: str, since: float) -> list[StoredFingerprint]:
+        """This user's fingerprints created at or after ``since``, oldest first."""
+        with self._guard:
+            found = [f for f in self._rows.values() if f.user == user and f.created_at >= since]
+        return sorted(found, key=lambda f: f.created_at)
+
+    async def prune(self, before: float) -> int:
+        """Forget fingerprints created before ``before``; the number forgotten."""
+        with self._guard:
+            old = [k for k, f in self._rows.items() if f.created_at < before]
+            for key in old:
+                del self._rows[key]
+        return len(old)
+
+
+class MemoryReceipts:
+    """Receipt chains per user."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._chains: dict[str, builtins.list[str]] = {}
+        self._ids: dict[str, str] = {}
+
+    async def append(self, user: str, make: Callable[[int, str], Receipt]) -> Receipt:
+        """Append the next receipt of ``user`` and return it."""
+        with self._guard:
+            chain = self._chains.setdefault(user, [])
+            seq = len(chain) + 1
+            prev = common.load_receipt(chain[-1]).digest if chain else ""
+            receipt = make(seq, prev)
+            common.check_receipt(receipt, user, seq, prev)
+            if receipt.id in self._ids:
+                raise ValueError(f"receipt {receipt.id!r} exists")
+            text = common.dump(receipt)
+            chain.append(text)
+            self._ids[receipt.id] = text
+        return common.load_receipt(text)
+
+    async def get(self, receipt_id: str) -> Receipt | None:
+        """One receipt by id."""
+        with self._guard:
+            text = self._ids.get(receipt_id)
+        return common.load_receipt(text) if text is not None else None
+
+    async def list(self, user: str | None = None) -> builtins.list[Receipt]:
+        """Receipts of ``user`` (all when None), by user then sequence."""
+        with self._guard:
+            texts = [
+                t
+                for u in sorted(self._chains)
+                if user is None or u == user
+                for t in self._chains[u]
+            ]
+        return [common.load_receipt(t) for t in texts]
+
+
+class MemoryStore:
+    """Every store concept in this process's memory; ``durable`` is False."""
+
+    durable = False
+
+    def __init__(self) -> None:
+        self._guard = _Guard()
+        self.pending: PendingStore = MemoryPending(self._guard)
+        self.ledger: Ledger = MemoryLedger(self._guard)
+        self.devices: DeviceStore = MemoryDevices(self._guard)
+        self.pairings: PairingStore = MemoryPairings(self._guard)
+        self.budgets: Budgets = MemoryBudgets(self._guard)
+        self.fingerprints: FingerprintStore = MemoryFingerprints(self._guard)
+        self.receipts: ReceiptStore = MemoryReceipts(self._guard)
+
+    async def start(self) -> None:
+        """Nothing to open; present so every backend starts the same way."""
+
+    async def close(self) -> None:
+        """Forget nothing, but refuse every later call with ``StoreUnavailable``."""
+        with self._guard.lock:
+            self._guard.closed = True

@@ -1,0 +1,143 @@
+"""The embedded default store: one SQLite file, shared safely by threads and OS processes.
+
+WAL mode lets readers run beside the one writer; ``busy_timeout`` makes a writer wait for the
+file lock instead of failing. Every statement runs in its own implicit transaction, so the
+atomic single statements of ``voicegate.store.sql`` hold across processes opening one file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import aiosqlite
+
+from voicegate.errors import ConfigError, StoreUnavailable
+from voicegate.store import sql
+
+# RETURNING and upserts with a WHERE clause need SQLite 3.35
+_MIN_SQLITE = (3, 35, 0)
+
+_SCHEMA = sql.schema(
+    serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", blob="BLOB", sorted_text="TEXT"
+)
+
+# sqlite3 raises its own errors; aiosqlite raises ValueError once its connection is gone
+_DRIVER_ERRORS = (sqlite3.Error, ValueError, OSError)
+
+
+class SqliteRunner:
+    """One aiosqlite connection per store, opened on first use and again after a failed open."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self._busy_timeout = busy_timeout
+        self._conn: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def start(self) -> None:
+        """Open the file and create the schema now."""
+        await self._connection()
+
+    async def run(self, statement: str, params: Sequence[object] = ()) -> int:
+        """Execute ``statement``; the number of rows it changed."""
+        conn = await self._connection()
+        try:
+            async with conn.execute(statement, params) as cursor:
+                return int(cursor.rowcount)
+        except _DRIVER_ERRORS as exc:
+            raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+        """Execute ``statement``; the rows it returned."""
+        conn = await self._connection()
+        try:
+            async with conn.execute(statement, params) as cursor:
+                return list(await cursor.fetchall())
+        except _DRIVER_ERRORS as exc:
+            raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise ``StoreUnavailable``."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except _DRIVER_ERRORS as exc:
+                raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+
+    async def _connection(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            async with self._lock:
+                if self._conn is None and not self._closed:
+                    self._conn = await self._open()
+        if self._closed or self._conn is None:
+            raise StoreUnavailable(f"the SQLite store at {self.path} is closed")
+        return self._conn
+
+    async def _open(self) -> aiosqlite.Connection:
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            raise ConfigError(f"SQLite {sqlite3.sqlite_version} is older than 3.35")
+        try:
+            # aiosqlite leaves a worker thread behind when its own open fails, so a plain open
+            # checks first that the file can be opened at all
+            await asyncio.to_thread(_try_open, self.path)
+            conn = await aiosqlite.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None
+            )
+        except _DRIVER_ERRORS as exc:
+            raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+        try:
+            await _prepare(conn)
+        except _DRIVER_ERRORS as exc:
+            await _close_quietly(conn)
+            raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+        except BaseException:
+            await _close_quietly(conn)
+            raise
+        return conn
+
+
+class SqliteStore(sql.SqlStore):
+    """Every store concept in one SQLite file; several processes may open the same file."""
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+        self.runner = SqliteRunner(path, busy_timeout=busy_timeout)
+        super().__init__(self.runner)
+
+
+async def _prepare(conn: aiosqlite.Connection) -> None:
+    """Switch to WAL, make commits durable, and create or check the schema in one transaction."""
+    async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
+        mode = await cursor.fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        raise ConfigError(f"SQLite refused WAL mode (got {mode!r}); use a local file system")
+    # FULL: a spent key must survive a power cut, or a replay could pass after it
+    await conn.execute("PRAGMA synchronous=FULL")
+    await conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SCHEMA:
+            await conn.execute(statement)
+        async with conn.execute(sql.VERSION_QUERY) as cursor:
+            found = await cursor.fetchone()
+        sql.check_version(found[0] if found else None)
+    except BaseException:
+        await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
+
+
+def _try_open(path: Path) -> None:
+    sqlite3.connect(path).close()
+
+
+async def _close_quietly(conn: aiosqlite.Connection) -> None:
+    # the open already failed; that error is the one worth reporting
+    try:
+        await conn.close()
+    except _DRIVER_ERRORS:
+        return

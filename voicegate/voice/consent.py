@@ -1,0 +1,288 @@
+"""The consent grammar: what one transcript means for a pending set. Pure: text in, Decision out.
+
+The lexicons hold every word; this module holds only structure. A transcript is normalised,
+split into the longest known phrases, and then read by a fixed order of rules in which every
+doubt refuses: a question, a hedge, a negator near an answer, a sound-alike, an unknown word,
+or two different answers. Only what is left can choose a card or confirm. See docs/voice.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz, process
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+from voicegate.voice.lexicon import (
+    READING_GROUPS,
+    SLOT_NUMBER,
+    SLOT_ORDINAL,
+    Lexicon,
+    Sense,
+    Side,
+    Vocabulary,
+    Word,
+    load,
+    vocabulary,
+)
+from voicegate.voice.normalise import QUESTION_MARK, normalise
+
+# A spelling variant must be this close (rapidfuzz ratio, 0-100) and this long to count;
+# short words differ by one letter from too many other words ("nahi"/"nai"/"hai").
+FUZZY_SCORE = 90.0
+FUZZY_MIN_LENGTH = 5
+# A word this close to a number or sound-alike is never guessed at ("seconds", "secnd").
+FUZZY_GUARD_SCORE = 80.0
+# Digit strings longer than this are some big number, certainly no card.
+MAX_DIGITS = 6
+
+CANCEL = Decision(Kind.CANCEL)
+CONFIRM = Decision(Kind.CONFIRM)
+MORE_TIME = Decision(Kind.MORE_TIME)
+_ANSWERS = (Word.YES, Word.NUMBER, Word.WAIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A canonical phrase the grammar accepts at a stage, and what it decides."""
+
+    text: str
+    lang: str
+    decision: Decision
+
+
+def refuse(reason: Reason) -> Decision:
+    """A refusal with ``reason``."""
+    return Decision(Kind.REFUSE, reason=reason)
+
+
+def decide(
+    transcript: str,
+    cards: int,
+    stage: Stage,
+    card_words: Sequence[str] = (),
+    *,
+    vocab: Vocabulary | None = None,
+) -> Decision:
+    """What ``transcript`` means for a set of ``cards`` cards waiting at ``stage``."""
+    vocab = vocab if vocab is not None else vocabulary()
+    tokens = normalise(transcript).split()
+    if all(token == QUESTION_MARK for token in tokens):
+        return refuse(Reason.NO_SPEECH)
+    senses = [s for s in segment(tokens, vocab, card_words) if s is None or s.word != Word.NOISE]
+    if not senses:
+        return refuse(Reason.NO_SPEECH)
+    return _meaning([s for s in senses if s is None or s.word != Word.FILLER], cards, stage)
+
+
+def segment(
+    tokens: Sequence[str], vocab: Vocabulary, card_words: Sequence[str] = ()
+) -> list[Sense | None]:
+    """The longest known phrase at each point, left to right; ``None`` for an unknown word."""
+    extra = {t for w in card_words for t in normalise(w).split() if t != QUESTION_MARK}
+    senses: list[Sense | None] = []
+    start = 0
+    while start < len(tokens):
+        size, sense = _longest(tokens, start, vocab)
+        if size == 0:
+            size, sense = 1, _single(tokens[start], vocab, extra)
+        senses.append(sense)
+        start += size
+    return senses
+
+
+def _meaning(content: list[Sense | None], cards: int, stage: Stage) -> Decision:
+    """The decision for the phrases that carry meaning (fillers and noise removed)."""
+    words = {s.word for s in content if s is not None}
+    if Word.QUESTION in words:
+        return refuse(Reason.QUESTION)
+    if Word.HEDGE in words:
+        return refuse(Reason.HEDGE)
+    negation = _negation(content)
+    if negation is not None:
+        return negation
+    numbers = {s.number for s in content if s is not None and s.word == Word.NUMBER}
+    if stage == Stage.FINAL and (numbers or Word.SOUND_ALIKE in words):
+        return refuse(Reason.NUMBER_ON_FINAL)
+    if Word.SOUND_ALIKE in words:
+        return refuse(Reason.SOUND_ALIKE)
+    if None in content or not words & {Word.YES, Word.NUMBER, Word.CANCEL, Word.WAIT}:
+        return refuse(Reason.NOT_UNDERSTOOD)
+    # "yes" agrees with a card number ("yes, the second one"); nothing else mixes.
+    others = words & {Word.CANCEL, Word.WAIT}
+    lone_yes = Word.YES in words and not numbers
+    if len(others) + len(numbers) + lone_yes > 1:
+        return refuse(Reason.CONTRADICTION)
+    if Word.CANCEL in others:
+        return CANCEL
+    if Word.WAIT in others:
+        return MORE_TIME
+    if numbers:
+        (number,) = numbers
+        if number is None or not 1 <= number <= cards:
+            return refuse(Reason.OUT_OF_RANGE)
+        return Decision(Kind.CHOOSE, card=number)
+    if stage == Stage.FINAL or cards == 1:
+        return CONFIRM
+    return refuse(Reason.AMBIGUOUS)
+
+
+def _negation(content: list[Sense | None]) -> Decision | None:
+    """NEGATION or CONTRADICTION when a negator touches an answer; ``None`` when none does."""
+    negators = [(i, s) for i, s in enumerate(content) if s is not None and s.negates is not None]
+    if not negators:
+        return None
+    answers = [i for i, s in enumerate(content) if s is not None and s.word in _ANSWERS]
+    if answers:
+        # "yes no" takes the answer back: two answers. "no yes", "ruko mat": negated.
+        taken_back = all(
+            i > max(answers) and s.word == Word.CANCEL and s.negates == Side.AFTER
+            for i, s in negators
+        )
+        return refuse(Reason.CONTRADICTION if taken_back else Reason.NEGATION)
+    if any(s.word == Word.NEGATOR for _, s in negators):
+        return refuse(Reason.NEGATION)
+    # "don't cancel": a negator beside a plain cancel word cancels the cancel.
+    for i, _ in negators:
+        for near in content[max(i - 1, 0) : i + 2]:
+            if near is not None and near.word == Word.CANCEL and near.negates is None:
+                return refuse(Reason.NEGATION)
+    return None
+
+
+def _longest(tokens: Sequence[str], start: int, vocab: Vocabulary) -> tuple[int, Sense | None]:
+    """The size and sense of the longest phrase or number pattern starting at ``start``."""
+    for size in range(min(vocab.longest, len(tokens) - start), 0, -1):
+        window = tokens[start : start + size]
+        sense = vocab.phrases.get(" ".join(window))
+        if sense is None and size > 1:
+            sense = _pattern(window, vocab)
+        if sense is not None:
+            return size, sense
+    return 0, None
+
+
+def _pattern(window: Sequence[str], vocab: Vocabulary) -> Sense | None:
+    """A number phrase such as "number two" or "the second one", if ``window`` is one."""
+    for pattern in vocab.patterns:
+        if len(pattern) != len(window):
+            continue
+        number: int | None = None
+        for want, token in zip(pattern, window, strict=True):
+            if want == SLOT_NUMBER:
+                number = vocab.cardinals.get(token, _digits(token))
+            elif want == SLOT_ORDINAL:
+                number = vocab.ordinals.get(token)
+            elif want != token:
+                break
+        else:
+            if number is not None:
+                return Sense(Word.NUMBER, number)
+    return None
+
+
+def _single(token: str, vocab: Vocabulary, card_words: set[str]) -> Sense | None:
+    """An unlisted word: digits, one of the card's own words, or a close spelling variant."""
+    number = _digits(token)
+    if number is not None:
+        return Sense(Word.NUMBER, number)
+    if token in card_words:
+        return Sense(Word.FILLER)
+    return _variant(token, vocab)
+
+
+def _digits(token: str) -> int | None:
+    if not (token.isascii() and token.isdigit()):
+        return None
+    digits = token.lstrip("0") or "0"
+    return int(digits) if len(digits) <= MAX_DIGITS else 10**MAX_DIGITS
+
+
+def _variant(token: str, vocab: Vocabulary) -> Sense | None:
+    """The lexicon word ``token`` misspells, if exactly one meaning is that close."""
+    if len(token) < FUZZY_MIN_LENGTH:
+        return None
+    if process.extractOne(
+        token, vocab.fuzzy_guards, scorer=fuzz.ratio, score_cutoff=FUZZY_GUARD_SCORE
+    ):
+        return None
+    # A variant keeps its first letter, so a prefix ("unconfirmed") is never a variant.
+    targets = [t for t in vocab.fuzzy_targets if len(t) >= FUZZY_MIN_LENGTH and t[0] == token[0]]
+    matches = process.extract(
+        token, targets, scorer=fuzz.ratio, score_cutoff=FUZZY_SCORE, limit=None
+    )
+    senses = {vocab.fuzzy_targets[match[0]] for match in matches}
+    return senses.pop() if len(senses) == 1 else None
+
+
+def readings(cards: int, stage: Stage, langs: Sequence[str] = ("en",)) -> list[Reading]:
+    """The short canonical phrases for ``cards`` cards at ``stage``, with their decisions.
+
+    Refusing phrases (hedges, negations, sound-alikes of the card numbers) are included on
+    purpose, so a closed-vocabulary recogniser can tell when a refusal is the likelier reading.
+    """
+    seen: set[str] = set()
+    result: list[Reading] = []
+    for lang in langs:
+        lexicon = load(lang)
+        for group in READING_GROUPS:
+            for text, decision in _expand(lexicon, group, cards, stage):
+                if text not in seen:
+                    seen.add(text)
+                    result.append(Reading(text, lang, decision))
+    return result
+
+
+def _expand(
+    lexicon: Lexicon, group: str, cards: int, stage: Stage
+) -> Iterator[tuple[str, Decision]]:
+    """The readings of one group, templates filled in for each card that exists."""
+    templates: tuple[str, ...] = getattr(lexicon.readings, group)
+    choosing = stage == Stage.CHOOSE
+    for template in templates:
+        if group == "card" and choosing:
+            for card in range(1, cards + 1):
+                text = _fill(template, card, lexicon)
+                if text is not None:
+                    yield text, Decision(Kind.CHOOSE, card=card)
+        elif group == "sound_alike" and choosing:
+            if lexicon.sound_alikes.get(normalise(template), cards + 1) <= cards:
+                yield template, refuse(Reason.SOUND_ALIKE)
+        elif group == "yes":
+            yes = not choosing or cards == 1
+            yield template, CONFIRM if yes else refuse(Reason.AMBIGUOUS)
+        elif group in _FIXED:
+            yield template, _FIXED[group]
+
+
+_FIXED = {
+    "cancel": CANCEL,
+    "wait": MORE_TIME,
+    "hedge": refuse(Reason.HEDGE),
+    "negation": refuse(Reason.NEGATION),
+    "question": refuse(Reason.QUESTION),
+}
+
+
+def _fill(template: str, card: int, lexicon: Lexicon) -> str | None:
+    """``template`` with its slot replaced by the first word for ``card``, if there is one."""
+    # A sound-alike cardinal ("do", "दो") is a card only inside a longer phrase.
+    alone = template.strip() == SLOT_NUMBER
+    cardinal = next(
+        (
+            word
+            for word, number in lexicon.cardinals.items()
+            if number == card and not (alone and word in lexicon.sound_alikes)
+        ),
+        None,
+    )
+    ordinal = next((word for word, number in lexicon.ordinals.items() if number == card), None)
+    text = template
+    for slot, word in ((SLOT_NUMBER, cardinal), (SLOT_ORDINAL, ordinal)):
+        if slot in text:
+            if word is None:
+                return None
+            text = text.replace(slot, word)
+    return text

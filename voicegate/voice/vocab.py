@@ -1,0 +1,127 @@
+"""The closed-vocabulary check: may the scored readings release what the grammar heard?
+
+Pure logic on numbers. The free transcript goes through the consent grammar first; the
+recogniser also scores every allowed reading against the audio. This module then:
+
+* passes through every decision that releases nothing (cancel, more time) and every refusal
+  the grammar took for a reason of meaning (hedge, negation, question, contradiction,
+  out of range, ...): scoring can never turn those into a release;
+* lets a release stand only when the best-scored decision is the same one and beats every
+  other decision by ``Policy.margin`` (log-probability) with a best score above ``Policy.floor``;
+* rescues a transcript the grammar could not read ("to", "tool", "Bye.") only when it is a
+  known mishearing of the clear winner ("to" for card two), or, with a wider margin, a known
+  silence hallucination ("Thank you.").
+
+Everything else refuses with ``Reason.UNCLEAR``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from voicegate.gate.types import Decision
+from voicegate.reasons import Kind, Reason
+from voicegate.voice.normalise import normalise
+
+UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+
+# Grammar refusals that say "I could not read the words", not "the words say no".
+# Only these may be rescued by a clear closed-vocabulary winner.
+UNREADABLE = frozenset({Reason.NOT_UNDERSTOOD, Reason.SOUND_ALIKE, Reason.NO_SPEECH})
+
+
+def _choose(card: int) -> Decision:
+    return Decision(Kind.CHOOSE, card=card)
+
+
+# What Whisper writes for a card number it did not get right, seen on the spoken-digit corpus
+# (tiny.en). A transcript here is read as that card only when the scores agree clearly.
+MISHEARD: Mapping[Decision, frozenset[str]] = {
+    _choose(1): frozenset({"won", "on", "juan", "when", "wan"}),
+    _choose(2): frozenset({"to", "too", "tool", "tu"}),
+    _choose(3): frozenset({"tree", "free", "sri", "tea"}),
+    _choose(4): frozenset({"for", "fore", "or", "far"}),
+    _choose(5): frozenset({"fife", "hive", "bye", "fight"}),
+}
+
+# What Whisper writes over silence or noise. The audio may still hold a clear answer, so a
+# winner may release here, but only with ``Policy.hallucination_margin``.
+HALLUCINATIONS = frozenset({"thank you", "thanks for watching", "you", "thank you very much"})
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One allowed reading, what it decides, and how well the audio supports it."""
+
+    text: str
+    decision: Decision
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The thresholds, in summed token log-probability (natural log); see docs/voice.md."""
+
+    margin: float = 2.0
+    hallucination_margin: float = 4.0
+    floor: float = -8.0
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The final decision, the winning reading, its margin, and which rule decided."""
+
+    decision: Decision
+    winner: Scored | None
+    margin: float
+    rule: str  # "passed", "agreed", "misheard", "hallucination", "unclear", "no_scores"
+
+
+def standings(scored: Sequence[Scored]) -> tuple[Scored | None, float]:
+    """The best reading and its lead over the best reading that decides something else.
+
+    Sound-alike readings ("to" beside "two") sound the same as the number by construction, so
+    their scores cannot separate them; they take no part in the contest.
+    """
+    contest = [s for s in scored if s.decision.reason != Reason.SOUND_ALIKE]
+    contest = [s for s in contest if math.isfinite(s.score)]
+    if not contest:
+        return None, 0.0
+    best = max(contest, key=lambda s: s.score)
+    others = [s.score for s in contest if s.decision != best.decision]
+    return best, (best.score - max(others)) if others else math.inf
+
+
+def key(transcript: str) -> str:
+    """A transcript reduced to its words, for the mishearing tables."""
+    return normalise(transcript).strip()
+
+
+def check(
+    grammar: Decision, scored: Sequence[Scored], transcript: str, policy: Policy = Policy()
+) -> Verdict:
+    """The decision after the closed-vocabulary check of the grammar's reading of ``transcript``."""
+    if not grammar.releases and not (grammar.kind == Kind.REFUSE and grammar.reason in UNREADABLE):
+        return Verdict(grammar, None, 0.0, "passed")
+    best, margin = standings(scored)
+    if best is None:
+        return Verdict(UNCLEAR if grammar.releases else grammar, None, 0.0, "no_scores")
+    clear = best.score >= policy.floor and margin >= policy.margin
+    if grammar.releases:
+        if clear and best.decision == grammar:
+            return Verdict(grammar, best, margin, "agreed")
+        return Verdict(UNCLEAR, best, margin, "unclear")
+    # The grammar could not read the words; only a clear winner that releases may stand in.
+    if not (clear and best.decision.releases):
+        return Verdict(grammar, best, margin, "unclear")
+    heard = key(transcript)
+    if heard in MISHEARD.get(best.decision, frozenset()):
+        return Verdict(best.decision, best, margin, "misheard")
+    if heard in HALLUCINATIONS and margin >= policy.hallucination_margin:
+        return Verdict(best.decision, best, margin, "hallucination")
+    return Verdict(grammar, best, margin, "unclear")

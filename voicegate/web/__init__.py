@@ -1,0 +1,1 @@
+"""The web layer: the FastAPI app and the /approve page."""

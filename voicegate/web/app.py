@@ -1,0 +1,178 @@
+"""The one HTTP application: the agent's ``/mcp``, the device API, the ``/approve`` page, health.
+
+``/mcp`` is the MCP SDK's Streamable HTTP endpoint, behind a bearer token compared in constant
+time and the SDK's DNS-rebinding protection (only this server's own Host and Origin values
+pass). The app's lifespan opens the upstream pool, lists the upstream once (refusing a tool
+name collision), settles writes a crash interrupted, and runs the MCP session manager.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, FastAPI
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from voicegate.gate.core import Gate
+from voicegate.mcp.catalog import Catalog
+from voicegate.mcp.policy import Policy
+from voicegate.mcp.server import GatedTools, GateOptions, build_server
+from voicegate.mcp.upstream import UpstreamError, UpstreamPool, UpstreamSpec
+from voicegate.secrets import Secret
+from voicegate.services import Services
+from voicegate.services import Settings as ServiceSettings
+from voicegate.settings import ServerConfig
+from voicegate.store.base import Store
+from voicegate.tokens import TokenCodec
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # the model runtime is imported only by whoever builds a pipeline
+    from voicegate.voice.pipeline import VoicePipeline
+
+
+@dataclass(slots=True)
+class Assembly:
+    """The running parts behind one app, kept on ``app.state.voicegate`` for tests and the CLI."""
+
+    services: Services
+    pool: UpstreamPool
+    catalog: Catalog
+    tools: GatedTools
+    config: ServerConfig
+
+
+def build_app(
+    config: ServerConfig,
+    *,
+    upstream: UpstreamSpec,
+    policy: Policy,
+    store: Store,
+    voice: VoicePipeline | None = None,
+    clock: Callable[[], float] = time.time,
+    token_ttl: float = 300.0,
+) -> FastAPI:
+    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``."""
+    keys = config.signing_keys()
+    pool = UpstreamPool(upstream)
+    catalog = Catalog(pool, policy)
+    gate = Gate(
+        store, executor=catalog.execute, is_write=catalog.is_write, receipt_keys=keys, clock=clock
+    )
+    options = GateOptions(user=config.user, approve_url=config.base_url + "/approve")
+    tools = GatedTools(
+        gate,
+        catalog,
+        tokens=TokenCodec(keys, ttl=token_ttl, clock=clock),
+        options=options,
+        clock=clock,
+    )
+    manager = StreamableHTTPSessionManager(
+        app=build_server(tools),
+        security_settings=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=config.host_headers(),
+            allowed_origins=config.origins(),
+        ),
+    )
+    services = Services(
+        store=store,
+        gate=gate,
+        voice=voice,
+        clock=clock,
+        settings=ServiceSettings(public_url=config.base_url),
+    )
+    assembly = Assembly(services, pool, catalog, tools, config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with pool:
+            try:
+                await catalog.start()
+            except UpstreamError as exc:
+                # Not fatal: the pool reconnects on first use; the collision check runs then.
+                logger.warning("upstream not reachable at start: %s", exc.detail)
+            settled = await gate.settle_interrupted()
+            if settled:
+                logger.warning("%d interrupted writes marked unknown", settled)
+            async with manager.run():
+                yield
+
+    app = FastAPI(title="voicegate", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.voicegate = assembly
+    app.router.routes.append(
+        Route("/mcp", endpoint=BearerGate(StreamableHTTPASGIApp(manager), config.token))
+    )
+    app.include_router(_health(assembly))
+    from voicegate.device.routes import device_router
+
+    app.include_router(device_router(services))
+    approve = _approve_router(services)
+    if approve is not None:
+        app.include_router(approve)
+    return app
+
+
+class BearerGate:
+    """ASGI wrapper: only requests carrying the bearer token reach the wrapped app."""
+
+    def __init__(self, app: ASGIApp, token: Secret) -> None:
+        self.app = app
+        self._expected = b"Bearer " + token.reveal()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._authorised(scope):
+            response = JSONResponse(
+                {"error": "unauthorized", "message": "send Authorization: Bearer <token>"},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="voicegate"'},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorised(self, scope: Scope) -> bool:
+        given = b""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                given = value
+                break
+        return hmac.compare_digest(given, self._expected)
+
+
+def _health(assembly: Assembly) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, Any]:
+        """Liveness, and how many upstream sessions this process has opened."""
+        return {"status": "ok", "upstream_sessions": assembly.pool.connects}
+
+    return router
+
+
+def _approve_router(services: Services) -> APIRouter | None:
+    # The approve page is optional in a build without its static assets.
+    try:
+        module = importlib.import_module("voicegate.web.approve")
+    except ModuleNotFoundError:
+        return None
+    for name in ("approve_router", "router"):
+        factory = getattr(module, name, None)
+        if callable(factory):
+            router = factory(services)
+            return router if isinstance(router, APIRouter) else None
+        if isinstance(factory, APIRouter):
+            return factory
+    return None
