@@ -12,6 +12,16 @@ from typing import Any
 # The runner takes the parsed namespace and returns an exit status.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     # name: (help, "module:add_arguments", "module:run")
+    "eval": (
+        "Run an audio manifest end to end and count false releases",
+        "voicegate.eval.runner:add_arguments",
+        "voicegate.eval.runner:run",
+    ),
+    "receipts": (
+        "List, show, export or verify the receipt chain",
+        "voicegate.gate.commands:add_arguments",
+        "voicegate.gate.commands:run",
+    ),
     "serve": (
         "gate any MCP server",
         "voicegate.mcp.commands:add_serve_arguments",

@@ -13,6 +13,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from voicegate.errors import ConfigError
 from voicegate.secrets import KeyRing, Secret
@@ -99,6 +100,24 @@ def keys_from_env(env: Mapping[str, str] = os.environ) -> KeyRing | None:
     """The signing ring from ``VOICEGATE_SECRET_KEYS`` (``id:secret,...``), or None."""
     raw = env.get(KEYS_ENV, "").strip()
     return KeyRing(raw) if raw else None
+
+
+def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
+    """The signing ring: ``VOICEGATE_SECRET_KEYS`` if set, else a key file beside a SQLite file.
+
+    The key file (``<db>.keys``, mode 0600) keeps receipts and tokens verifiable across restarts
+    of a one-machine gate. Replicas on PostgreSQL share the ring through the environment.
+    """
+    ring = keys_from_env(env)
+    if ring is not None or db in ("", "memory", "memory:") or "://" in db.removeprefix("sqlite:"):
+        return ring
+    path = Path(db.removeprefix("sqlite:///") + ".keys")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(32)}\n")
+    return KeyRing(path.read_text().strip())
 
 
 def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret:

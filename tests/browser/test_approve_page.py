@@ -54,7 +54,7 @@ class ShiftedClock:
 class Server:
     """uvicorn on a free port in its own thread and event loop, with the gate reachable."""
 
-    def __init__(self, voice: Any) -> None:
+    def __init__(self) -> None:
         import uvicorn
         from fastapi import FastAPI
 
@@ -74,7 +74,7 @@ class Server:
             receipt_keys=KeyRing.generate(),
             clock=self.clock,
         )
-        self.services = Services(self.store, self.gate, voice, self.clock)
+        self.services = Services(self.store, self.gate, voice_pipeline(self.store), self.clock)
         app = FastAPI()
         app.include_router(device_router(self.services))
         app.include_router(approve_router(self.services))
@@ -115,19 +115,22 @@ class Server:
         return self.run(self.gate.propose("asha", NOTES[:n], risk=risk))
 
 
-def voice_pipeline() -> Any:
-    """The real recogniser pipeline, or None where it is not installed."""
+def voice_pipeline(store: Any) -> Any:
+    """The real recogniser pipeline (tiny.en on the CPU, replay guard on ``store``), or None."""
     try:
-        from voicegate.voice import pipeline
-    except ImportError:
+        from voicegate.voice.fingerprint import ReplayGuard
+        from voicegate.voice.pipeline import VoicePipeline
+        from voicegate.voice.transcribe import FasterWhisperTranscriber
+
+        transcriber = FasterWhisperTranscriber("tiny.en", device="cpu")
+    except (ImportError, OSError, ValueError, RuntimeError):
         return None
-    factory = getattr(pipeline, "default_pipeline", None) or getattr(pipeline, "build", None)
-    return factory() if callable(factory) else None
+    return VoicePipeline(transcriber, ReplayGuard(store.fingerprints))
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    running = Server(voice_pipeline())
+    running = Server()
     running.start()
     yield running
     running.stop()

@@ -146,8 +146,8 @@ def test_mirrored_signature_spends_the_same_replay_key() -> None:
     raw = base64.urlsafe_b64decode(request.signature + "==")
     r, s = raw[:32], int.from_bytes(raw[32:], "big")
     mirrored = r + (signing.P256_ORDER - s).to_bytes(32, "big")
-    twin = signing.SignedRequest(
-        **{**_fields(request), "signature": base64.urlsafe_b64encode(mirrored).decode().rstrip("=")}
+    twin = dataclasses.replace(
+        request, signature=base64.urlsafe_b64encode(mirrored).decode().rstrip("=")
     )
     assert (
         signing.verify(DEVICE, twin, now=START)[0] == signing.verify(DEVICE, request, now=START)[0]

@@ -92,7 +92,7 @@ async def test_a_perfect_recogniser_scores_every_case_and_writes_the_right_cards
     tmp_path: Path,
 ) -> None:
     cases, table = manifest(tmp_path)
-    async with runner.in_process(Scripted(table)) as harness:
+    async with runner.in_process(lambda _: Scripted(table)) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
     doc = summary(results)
     assert (doc["correct"], doc["false_releases"]) == (len(CASES), 0)
@@ -102,7 +102,7 @@ async def test_a_perfect_recogniser_scores_every_case_and_writes_the_right_cards
 
 async def test_a_yes_man_recogniser_is_caught_releasing(tmp_path: Path) -> None:
     cases, _ = manifest(tmp_path)
-    async with runner.in_process(Scripted(always=Decision(Kind.CONFIRM))) as harness:
+    async with runner.in_process(lambda _: Scripted(always=Decision(Kind.CONFIRM))) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
     false = {r.id for r in results if r.false_release}
     # On one open card or the final card a yes runs a write; several open cards stay ambiguous.
@@ -112,7 +112,7 @@ async def test_a_yes_man_recogniser_is_caught_releasing(tmp_path: Path) -> None:
 
 async def test_a_wrong_card_is_a_false_release(tmp_path: Path) -> None:
     cases, _ = manifest(tmp_path)
-    async with runner.in_process(Scripted(always=Decision(Kind.CHOOSE, 1))) as harness:
+    async with runner.in_process(lambda _: Scripted(always=Decision(Kind.CHOOSE, 1))) as harness:
         (result,) = await runner.evaluate(cases[:1], harness, progress=False)
     assert (result.write, result.false_release) == (1, True)
 

@@ -78,7 +78,9 @@ async def pair(store: Store, user: str = "u1", kind: DeviceKind = DeviceKind.VOI
 
 
 def actions(n: int) -> list[ActionRequest]:
-    return [ActionRequest("write_note", {"name": f"note{i}", "text": "milk"}) for i in range(1, n + 1)]
+    return [
+        ActionRequest("write_note", {"name": f"note{i}", "text": "milk"}) for i in range(1, n + 1)
+    ]
 
 
 def evidence(

@@ -10,6 +10,7 @@ the full ``AnswerOut``, so the page can show what was heard and what to say inst
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from typing import Any
 
@@ -41,6 +42,7 @@ from voicegate.gate.types import (
     InputKind,
     Modality,
     PendingSet,
+    Stage,
     Status,
 )
 from voicegate.reasons import Kind, Reason
@@ -48,6 +50,7 @@ from voicegate.services import Services
 
 PENDING_HEADER = "X-Voicegate-Pending"
 NONCE_HEADER = "X-Voicegate-Nonce"
+_WORD = re.compile(r"[^\W\d_]+")
 AUDIO_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm")
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
@@ -146,9 +149,10 @@ def device_router(services: Services) -> APIRouter:
         result = await pipeline.decide(
             audio,
             user=device.user,
-            cards=tuple(a.card_text for a in pending.actions),
+            cards=len(pending.actions),
             stage=pending.stage,
             content_type=content_type,
+            card_words=_card_words(pending),
         )
         heard = [str(t) for t in result.transcripts]
         evidence = _evidence(
@@ -242,6 +246,15 @@ async def _read_audio(request: Request, limit: int) -> tuple[bytes, str | None, 
     data = await audio.read()
     await form.close()
     return data, audio.content_type, fields
+
+
+def _card_words(pending: PendingSet) -> tuple[str, ...]:
+    """On the final card, the words of the chosen action may be said back ("yes, unlock it")."""
+    if pending.stage is not Stage.FINAL or pending.chosen is None:
+        return ()
+    return tuple(
+        dict.fromkeys(_WORD.findall(pending.actions[pending.chosen - 1].card_text.lower()))
+    )
 
 
 def _field(request: Request, fields: dict[str, str], name: str, header: str) -> str:

@@ -33,6 +33,7 @@ from voicegate.reasons import Kind, Reason
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from voicegate.store.base import Store
     from voicegate.voice.pipeline import VoicePipeline
 
 CONTENT_TYPES = {
@@ -232,9 +233,16 @@ async def run_case(
     )
 
 
+VoiceFactory = Callable[["Store"], Any]
+
+
 @contextlib.asynccontextmanager
-async def in_process(voice: VoicePipeline | Any) -> AsyncIterator[Harness]:
-    """The real app around a memory store and the notes upstream, lifespan and all."""
+async def in_process(make_voice: VoiceFactory) -> AsyncIterator[Harness]:
+    """The real app around a memory store and the notes upstream, lifespan and all.
+
+    ``make_voice(store)`` builds the voice pipeline over the app's own store, so the replay
+    guard remembers every upload of the run.
+    """
     from voicegate.mcp.notes import build_notes_server
     from voicegate.mcp.policy import Policy
     from voicegate.mcp.upstream import UpstreamSpec
@@ -249,20 +257,29 @@ async def in_process(voice: VoicePipeline | Any) -> AsyncIterator[Harness]:
         upstream=UpstreamSpec.in_process(build_notes_server()),
         policy=Policy(writes=(WRITE_TOOL,)),
         store=store,
-        voice=voice,
+        voice=make_voice(store),
     )
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
-        async with httpx.AsyncClient(transport=transport, base_url=config.base_url) as client:
-            yield Harness(app, client)
-    await store.close()
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+            async with httpx.AsyncClient(transport=transport, base_url=config.base_url) as client:
+                yield Harness(app, client)
+    finally:
+        await store.close()
 
 
-def default_pipeline() -> VoicePipeline:
-    """The recogniser the server itself would use, loaded from disk."""
-    from voicegate.voice import pipeline
+def whisper_voice(model: str, langs: Sequence[str], device: str = "auto") -> VoiceFactory:
+    """The server's own pipeline: faster-whisper from disk and the replay guard on the store."""
 
-    return pipeline.default_pipeline()  # type: ignore[attr-defined, no-any-return]
+    def make(store: Store) -> VoicePipeline:
+        from voicegate.voice.fingerprint import ReplayGuard
+        from voicegate.voice.pipeline import VoicePipeline
+        from voicegate.voice.transcribe import FasterWhisperTranscriber
+
+        transcriber = FasterWhisperTranscriber(model, device=device)
+        return VoicePipeline(transcriber, ReplayGuard(store.fingerprints), languages=langs)
+
+    return make
 
 
 async def evaluate(
@@ -289,6 +306,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", type=Path, help="write report.md and PNG plots here")
     parser.add_argument("--url", help="a running server instead of the in-process app")
     parser.add_argument("--limit", type=int, help="run only the first N cases")
+    parser.add_argument("--model", default="base", help="recogniser model (default: base)")
+    parser.add_argument(
+        "--lang",
+        action="append",
+        dest="langs",
+        choices=["en", "hi"],
+        help="recogniser languages (default: en and hi)",
+    )
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -320,7 +346,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     async def go() -> list[report.Result]:
-        async with in_process(default_pipeline()) as harness:
+        voice = whisper_voice(args.model, tuple(args.langs or ("en", "hi")), args.device)
+        async with in_process(voice) as harness:
             return await evaluate(cases, harness, progress=not args.no_progress)
 
     results = asyncio.run(go())

@@ -220,7 +220,7 @@ class Receipt:
 
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature."""
-        data = to_dict(self)
+        data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
         return data

@@ -30,7 +30,7 @@ from voicegate.settings import (
     TOKEN_ENV,
     ServerConfig,
     check_startup,
-    keys_from_env,
+    keys_for,
     token_from,
 )
 from voicegate.store.base import Store
@@ -128,7 +128,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         port=args.port,
         db=args.db,
         token=token_from(args.token),
-        keys=keys_from_env(),
+        keys=keys_for(args.db),
         user=args.user,
         public_url=args.public_url,
     )

@@ -18,9 +18,9 @@ from typing import Any
 import asyncpg
 
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.store import sql
+from voicegate.store import sql, tables
 
-_SCHEMA = sql.schema(
+_SCHEMA = tables.create_statements(
     serial="BIGSERIAL PRIMARY KEY",
     real="DOUBLE PRECISION",
     blob="BYTEA",
@@ -154,7 +154,7 @@ class PostgresRunner:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             for statement in _SCHEMA:
                 await conn.execute(statement)
-            sql.check_version(await conn.fetchval(sql.VERSION_QUERY))
+            tables.check_version(await conn.fetchval(tables.VERSION_QUERY))
 
 
 class PostgresStore(sql.SqlStore):

@@ -15,12 +15,12 @@ from pathlib import Path
 import aiosqlite
 
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.store import sql
+from voicegate.store import sql, tables
 
 # RETURNING and upserts with a WHERE clause need SQLite 3.35
 _MIN_SQLITE = (3, 35, 0)
 
-_SCHEMA = sql.schema(
+_SCHEMA = tables.create_statements(
     serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", blob="BLOB", sorted_text="TEXT"
 )
 
@@ -122,9 +122,9 @@ async def _prepare(conn: aiosqlite.Connection) -> None:
     try:
         for statement in _SCHEMA:
             await conn.execute(statement)
-        async with conn.execute(sql.VERSION_QUERY) as cursor:
+        async with conn.execute(tables.VERSION_QUERY) as cursor:
             found = await cursor.fetchone()
-        sql.check_version(found[0] if found else None)
+        tables.check_version(found[0] if found else None)
     except BaseException:
         await conn.execute("ROLLBACK")
         raise

@@ -1,0 +1,57 @@
+"""The tables every SQL backend creates, in each dialect's column types, and their version."""
+
+from __future__ import annotations
+
+from voicegate.errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+
+def create_statements(*, serial: str, real: str, blob: str, sorted_text: str) -> list[str]:
+    """The ``CREATE`` statements, in one dialect's column types, ending with the version row.
+
+    ``ord`` columns keep insertion order, so "oldest first" is stable for equal timestamps.
+    ``sorted_text`` is a text type that sorts by code point, as Python's ``sorted`` does.
+    """
+    return [
+        "CREATE TABLE IF NOT EXISTS vg_schema (version INTEGER NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS vg_pending (
+            ord {serial}, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
+            status TEXT NOT NULL, created_at {real} NOT NULL, version BIGINT NOT NULL,
+            data TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS vg_pending_user ON vg_pending (user_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS vg_pending_status ON vg_pending (status)",
+        f"""CREATE TABLE IF NOT EXISTS vg_ledger (
+            key TEXT PRIMARY KEY, expires_at {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS vg_ledger_expires ON vg_ledger (expires_at)",
+        f"""CREATE TABLE IF NOT EXISTS vg_devices (
+            ord {serial}, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, kind TEXT NOT NULL,
+            public_key TEXT NOT NULL, algorithm TEXT NOT NULL, created_at {real} NOT NULL,
+            name TEXT NOT NULL, revoked_at {real})""",
+        "CREATE INDEX IF NOT EXISTS vg_devices_user ON vg_devices (user_id, created_at)",
+        f"""CREATE TABLE IF NOT EXISTS vg_pairings (
+            code_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL, kind TEXT NOT NULL,
+            expires_at {real} NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS vg_budgets (
+            key TEXT PRIMARY KEY, window_start {real} NOT NULL, n BIGINT NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS vg_fingerprints (
+            ord {serial}, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
+            created_at {real} NOT NULL, data {blob} NOT NULL)""",
+        # since() runs on every voice upload; prune() scans by age alone
+        "CREATE INDEX IF NOT EXISTS vg_fingerprints_user ON vg_fingerprints (user_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS vg_fingerprints_created ON vg_fingerprints (created_at)",
+        f"""CREATE TABLE IF NOT EXISTS vg_receipts (
+            id TEXT PRIMARY KEY, user_id {sorted_text} NOT NULL, seq BIGINT NOT NULL,
+            digest TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (user_id, seq))""",
+        f"""INSERT INTO vg_schema (version) SELECT {SCHEMA_VERSION}
+            WHERE NOT EXISTS (SELECT 1 FROM vg_schema)""",
+    ]
+
+
+VERSION_QUERY = "SELECT MAX(version) FROM vg_schema"
+
+
+def check_version(found: object) -> None:
+    """Refuse a database whose schema is newer than this code understands."""
+    if not isinstance(found, int) or found > SCHEMA_VERSION:
+        raise ConfigError(f"store schema version {found!r}; this voicegate knows {SCHEMA_VERSION}")
