@@ -8,7 +8,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voicegate.canonical import args_hash, canonical_json, normalise
@@ -28,6 +28,9 @@ json_values = st.recursive(
     max_leaves=20,
 )
 objects = st.dictionaries(text, json_values, max_size=6)
+
+# A loaded machine must not fail a property on time; speed lives in benchmarks.
+NO_DEADLINE = settings(deadline=None)
 
 
 def reordered(value: Any) -> Any:
@@ -50,11 +53,13 @@ def test_args_hash_is_hex_sha256() -> None:
     assert int(digest, 16) >= 0
 
 
+@NO_DEADLINE
 @given(objects)
 def test_key_order_never_changes_the_hash(value: dict[str, Any]) -> None:
     assert args_hash(reordered(value)) == args_hash(value)
 
 
+@NO_DEADLINE
 @given(json_values)
 def test_round_trip_through_json_is_idempotent(value: Any) -> None:
     data = canonical_json(value)
@@ -75,6 +80,7 @@ def typed(value: Any) -> Any:
     return ("object", tuple(sorted((k, typed(v)) for k, v in value.items())))
 
 
+@NO_DEADLINE
 @given(objects, text, json_values)
 def test_any_changed_value_changes_the_hash(value: dict[str, Any], key: str, new: Any) -> None:
     changed = {**value, key: new}
@@ -82,11 +88,13 @@ def test_any_changed_value_changes_the_hash(value: dict[str, Any], key: str, new
     assert (args_hash(changed) == args_hash(value)) == same
 
 
+@NO_DEADLINE
 @given(json_values, json_values)
 def test_values_hash_alike_exactly_when_they_are_the_same_json(first: Any, second: Any) -> None:
     assert (args_hash(first) == args_hash(second)) == (typed(first) == typed(second))
 
 
+@NO_DEADLINE
 @given(objects, text)
 def test_an_added_key_changes_the_hash(value: dict[str, Any], key: str) -> None:
     if key not in value:

@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "voicegate.device.commands:add_pair_arguments",
         "voicegate.device.commands:run_pair",
     ),
+    "bench": ("Run the benchmarks", "voicegate.bench:add_arguments", "voicegate.bench:run"),
     "devices": (
         "List or revoke paired devices",
         "voicegate.device.commands:add_devices_arguments",

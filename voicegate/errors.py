@@ -4,7 +4,8 @@
     ├── Refused(reason)            a check failed; carries a closed ``Reason``
     │   ├── TokenRefused           a two-phase token was refused
     │   ├── AudioRefused           uploaded audio was refused before transcription
-    │   └── DeviceRefused          a device request was refused
+    │   ├── DeviceRefused          a device request was refused
+    │   └── Throttled              busy or rate limited; carries ``retry_after`` seconds
     ├── StoreUnavailable           the store could not be reached; always fails closed
     ├── ConfigError                the server was asked to start in an unsafe way
     └── ModelError                 a recogniser model is missing or does not verify
@@ -42,6 +43,14 @@ class AudioRefused(Refused):
 
 class DeviceRefused(Refused):
     """A request from a device was refused."""
+
+
+class Throttled(Refused):
+    """Refused for load (``BUSY`` or ``RATE_LIMITED``); the caller may retry after a while."""
+
+    def __init__(self, reason: Reason, retry_after: int, detail: str = "") -> None:
+        super().__init__(reason, detail)
+        self.retry_after = max(1, retry_after)
 
 
 class StoreUnavailable(VoicegateError):

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from voicegate.gate.core import Gate
+from voicegate.limits import RateLimits
+from voicegate.observe import Events
 from voicegate.store.base import Store
 
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ class Settings:
     max_json_bytes: int = MAX_JSON_BYTES
     # How far a device's signed timestamp may be from the server clock, in seconds.
     signature_window: float = 60.0
+    rate_limits: RateLimits = field(default_factory=RateLimits)
+    # Voice uploads one process holds at once (the pipeline's own queue holds 16 by default).
+    max_voice_in_flight: int = 16
 
 
 @dataclass(slots=True)
@@ -44,3 +49,4 @@ class Services:
     voice: VoicePipeline | None = None
     clock: Callable[[], float] = time.time
     settings: Settings = field(default_factory=Settings)
+    events: Events = field(default_factory=Events)

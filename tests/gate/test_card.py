@@ -7,7 +7,7 @@ import unicodedata
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voicegate.gate.card import escape, render, summary
@@ -32,6 +32,9 @@ HIDING = (
     + ["\U000e0041", "\ue000"]
 )
 
+# A loaded machine must not fail a property on time; speed lives in benchmarks.
+NO_DEADLINE = settings(deadline=None)
+
 
 def value_text(line: str) -> str:
     """The value part of one argument line, without markers."""
@@ -43,7 +46,7 @@ def test_card_names_the_tool_then_each_argument_sorted() -> None:
     assert card.splitlines() == [
         "tool: send_email",
         "  amount = 10",
-        '  cc = null',
+        "  cc = null",
         '  to = "bob@example.com"',
     ]
 
@@ -59,7 +62,7 @@ def test_card_shows_json_types_apart() -> None:
         "bob', to='evil",
         'bob", to="evil',
         "bob\nto = evil",
-        "bob\r\n  to = \"evil\"",
+        'bob\r\n  to = "evil"',
         "bob\u2028  to = evil",
         "bob\u0085  to = evil",
         "bob\x0b  to = evil",
@@ -73,7 +76,7 @@ def test_a_value_cannot_render_as_another_argument(value: str) -> None:
 
 
 def test_a_name_that_is_not_plain_is_quoted_and_escaped() -> None:
-    lines = render("t", {"to = \"x\"\nfrom": 1, "ok_name-1.2": 2, "": 3}).splitlines()
+    lines = render("t", {'to = "x"\nfrom': 1, "ok_name-1.2": 2, "": 3}).splitlines()
     assert lines[1:] == ['  "" = 3', "  ok_name-1.2 = 2", '  "to = \\"x\\"\\nfrom" = 1']
 
 
@@ -90,8 +93,10 @@ def test_hiding_characters_show_as_escapes_and_are_flagged(hiding: str) -> None:
 
 
 def test_bidi_override_shows_as_a_visible_escape() -> None:
-    assert render("t", {"file": "invoice\u202efdp.exe"}).splitlines()[1].startswith(
-        '  file = "invoice\\u202efdp.exe"'
+    assert (
+        render("t", {"file": "invoice\u202efdp.exe"})
+        .splitlines()[1]
+        .startswith('  file = "invoice\\u202efdp.exe"')
     )
 
 
@@ -171,9 +176,12 @@ def test_summary_warns_when_the_card_has_a_marker() -> None:
 
 
 def test_summary_cuts_long_values() -> None:
-    assert summary("t", {"v": "x" * 100}).endswith("… (+62 chars))")  # 102 JSON characters, 40 shown
+    assert summary("t", {"v": "x" * 100}).endswith(
+        "… (+62 chars))"
+    )  # 102 JSON characters, 40 shown
 
 
+@NO_DEADLINE
 @given(st.text(max_size=20), arguments)
 def test_one_line_per_argument_always(tool: str, args: dict[str, Any]) -> None:
     try:
@@ -186,6 +194,7 @@ def test_one_line_per_argument_always(tool: str, args: dict[str, Any]) -> None:
     assert all(line.startswith("  ") and " = " in line for line in lines[1:])
 
 
+@NO_DEADLINE
 @given(arguments)
 def test_no_raw_hiding_character_survives(args: dict[str, Any]) -> None:
     card = render("t", args, max_value_chars=10_000)
@@ -202,6 +211,7 @@ def test_no_raw_hiding_character_survives(args: dict[str, Any]) -> None:
         assert ch == " " or ch == "\n" or unicodedata.category(ch) != "Zs"
 
 
+@NO_DEADLINE
 @given(arguments)
 def test_each_value_line_decodes_back_to_the_value(args: dict[str, Any]) -> None:
     from voicegate.canonical import normalise
@@ -212,6 +222,7 @@ def test_each_value_line_decodes_back_to_the_value(args: dict[str, Any]) -> None
         assert json.loads(value_text(line)) == values[key]
 
 
+@NO_DEADLINE
 @given(arguments)
 def test_summary_is_always_one_line(args: dict[str, Any]) -> None:
     assert len(summary("t", args).splitlines()) == 1

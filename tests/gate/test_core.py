@@ -312,3 +312,17 @@ async def test_proposing_more_than_five_cards_is_refused(store, clock, upstream)
     gate = make_gate(store, clock, upstream)
     with pytest.raises(ValueError):
         await gate.propose("u1", actions(6), risk=Risk.LOW)
+
+
+async def test_a_result_json_cannot_hold_is_kept_as_text_in_the_receipt(store, clock):
+    async def odd_upstream(tool, arguments):
+        return {"value": float("nan"), "blob": b"\x00"}
+
+    gate = make_gate(store, clock, Upstream())
+    gate.executor = odd_upstream
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert outcome.released and outcome.pending.status is Status.CONFIRMED
+    assert outcome.receipt is not None
+    assert "unrecordable_result" in outcome.receipt.result

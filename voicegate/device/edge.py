@@ -5,19 +5,27 @@ else looks at it, so an oversized upload is refused after at most ``limit`` byte
 ``Refused`` into a 4xx answer. A store outage answers 503 ``ledger_unavailable``, and never a
 release. Each answer carries the server's clock in ``X-Voicegate-Time`` so that a device whose own
 clock is off can still stamp its signed requests inside the window.
+
+A route may also name an ``Intake``: its place is taken before the body is read, so a burst of
+uploads is told ``busy`` (429 with ``Retry-After``) instead of piling up in memory. Every refusal
+answered here is reported to the app's ``Events``. A body FastAPI cannot parse (such as JSON
+nested deeper than the parser goes) is a ``bad_request``, never a bare error page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from voicegate.errors import Refused, StoreUnavailable
+from voicegate.errors import Refused, StoreUnavailable, Throttled
+from voicegate.limits import Intake
+from voicegate.observe import Events
 from voicegate.reasons import NEXT_STEP, Reason
 
 TIME_HEADER = "X-Voicegate-Time"
@@ -57,11 +65,15 @@ def status_for(reason: Reason) -> int:
     return _STATUS.get(reason, 409)
 
 
-def refusal(reason: Reason, *, now: float, **extra: Any) -> JSONResponse:
+def refusal(
+    reason: Reason, *, now: float, retry_after: int | None = None, **extra: Any
+) -> JSONResponse:
     """The JSON answer to a refusal: the reason code and what the user can do instead."""
     body = {"reason": reason.value, "next_step": NEXT_STEP.get(reason, ""), **extra}
     response = JSONResponse(body, status_code=status_for(reason))
     response.headers[TIME_HEADER] = str(int(now))
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
     return response
 
 
@@ -87,27 +99,51 @@ class LimitedRequest(Request):
         return self._body
 
 
-def limited_route(limit_for: Callable[[str], int], clock: Callable[[], float]) -> type[APIRoute]:
-    """An ``APIRoute`` class whose routes read bodies under ``limit_for(path)`` and answer refusals
-    as JSON."""
+def limited_route(
+    limit_for: Callable[[str], int],
+    clock: Callable[[], float],
+    *,
+    events: Events | None = None,
+    intake_for: Callable[[str], Intake | None] = lambda path: None,
+) -> type[APIRoute]:
+    """An ``APIRoute`` class whose routes read bodies under ``limit_for(path)``, hold a place in
+    ``intake_for(path)`` while they run, and answer refusals as JSON."""
 
     class DeviceRoute(APIRoute):
         def get_route_handler(self) -> Handler:
             original = super().get_route_handler()
             limit = limit_for(self.path)
+            intake = intake_for(self.path)
+            route = self.path
+
+            def refuse(reason: Reason, retry_after: int | None = None) -> JSONResponse:
+                if events is not None:
+                    events.refused(reason, edge="device", route=route)
+                return refusal(reason, now=clock(), retry_after=retry_after)
 
             async def handle(request: Request) -> Response:
                 limited = LimitedRequest(request.scope, request.receive)
                 limited.limit = limit
+                held: AbstractContextManager[None] = (
+                    intake.admit() if intake is not None else nullcontext()
+                )
                 try:
-                    await limited.body()
-                    response = await original(limited)
+                    with held:
+                        await limited.body()
+                        response = await original(limited)
+                except Throttled as throttled:
+                    return refuse(throttled.reason, throttled.retry_after)
                 except Refused as refused:
-                    return refusal(refused.reason, now=clock())
+                    return refuse(refused.reason)
                 except StoreUnavailable:
-                    return refusal(Reason.LEDGER_UNAVAILABLE, now=clock())
+                    return refuse(Reason.LEDGER_UNAVAILABLE)
                 except RequestValidationError:
-                    return refusal(Reason.BAD_REQUEST, now=clock())
+                    return refuse(Reason.BAD_REQUEST)
+                except HTTPException as exc:
+                    # FastAPI's own answer to a body it could not parse at all.
+                    return refuse(
+                        Reason.TOO_LARGE if exc.status_code == 413 else Reason.BAD_REQUEST
+                    )
                 response.headers[TIME_HEADER] = str(int(clock()))
                 return response
 

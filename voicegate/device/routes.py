@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
+from voicegate import limits
 from voicegate.device.auth import device_dependency
 from voicegate.device.edge import TIME_HEADER, limited_route, status_for
 from voicegate.device.models import (
@@ -87,6 +88,9 @@ def device_router(services: Services) -> APIRouter:
     settings = services.settings
     clock = services.clock
     gate = services.gate
+    events = services.events
+    intake = limits.Intake(settings.max_voice_in_flight)
+    events.queue_depth.set_function(lambda: intake.depth)
 
     def limit_for(path: str) -> int:
         return settings.max_voice_bytes if path.endswith("/voice") else settings.max_json_bytes
@@ -94,9 +98,21 @@ def device_router(services: Services) -> APIRouter:
     router = APIRouter(
         prefix="/device",
         tags=["device"],
-        route_class=limited_route(limit_for, clock),
+        route_class=limited_route(
+            limit_for,
+            clock,
+            events=events,
+            intake_for=lambda path: intake if path.endswith("/voice") else None,
+        ),
         responses=_REFUSALS,
     )
+
+    async def within_budget(device: Device, *spent: limits.What) -> None:
+        for what in spent:
+            await limits.take(
+                services.store.budgets, settings.rate_limits, device, what, now=clock()
+            )
+
     signed = Depends(device_dependency(services))
 
     @router.post("/pair", response_model=PairOut)
@@ -127,11 +143,12 @@ def device_router(services: Services) -> APIRouter:
         """Choose a card, confirm or cancel by touch, key or switch."""
         if body.decision == "choose" and body.card is None:
             raise Refused(Reason.BAD_REQUEST, "choose needs a card number")
+        await within_budget(device, "answer")
         decision = Decision(Kind(body.decision), body.card)
         evidence = _evidence(
             services, device, body.pending_id, body.nonce, decision, InputKind(body.input)
         )
-        return _answer(await gate.answer(evidence), now=clock(), heard=[])
+        return _answer(services, evidence, await gate.answer(evidence), heard=[])
 
     @router.post("/voice", response_model=AnswerOut, openapi_extra=_VOICE_BODY)
     async def voice(request: Request, device: Device = signed) -> JSONResponse:
@@ -141,19 +158,21 @@ def device_router(services: Services) -> APIRouter:
         pipeline = services.voice
         if pipeline is None:
             raise Refused(Reason.LANGUAGE_UNAVAILABLE, "this server has no recogniser")
+        await within_budget(device, "voice", "answer")
         audio, content_type, fields = await _read_audio(request, settings.max_voice_bytes)
         pending_id = _field(request, fields, "pending_id", PENDING_HEADER)
         nonce = _field(request, fields, "nonce", NONCE_HEADER)
         # Cheap checks before the recogniser spends a second of CPU on the recording.
         pending = await _open_set(services, device, pending_id, nonce)
-        result = await pipeline.decide(
-            audio,
-            user=device.user,
-            cards=len(pending.actions),
-            stage=pending.stage,
-            content_type=content_type,
-            card_words=_card_words(pending),
-        )
+        with events.transcribing():
+            result = await pipeline.decide(
+                audio,
+                user=device.user,
+                cards=len(pending.actions),
+                stage=pending.stage,
+                content_type=content_type,
+                card_words=_card_words(pending),
+            )
         heard = [str(t) for t in result.transcripts]
         evidence = _evidence(
             services,
@@ -167,7 +186,7 @@ def device_router(services: Services) -> APIRouter:
             model=result.model,
             fingerprint_id=result.fingerprint_id,
         )
-        return _answer(await gate.answer(evidence), now=clock(), heard=heard)
+        return _answer(services, evidence, await gate.answer(evidence), heard=heard)
 
     @router.post("/more-time", response_model=PendingOut)
     async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
@@ -206,13 +225,45 @@ def _evidence(
     )
 
 
-def _answer(outcome: Outcome, *, now: float, heard: list[str]) -> JSONResponse:
+def _answer(
+    services: Services, evidence: Evidence, outcome: Outcome, *, heard: list[str]
+) -> JSONResponse:
+    now = services.clock()
+    _report(services, evidence, outcome)
     body = AnswerOut.of(outcome, now=now, heard=heard)
     # A write that ran but failed upstream was still released: that is news, not a refusal.
     status = 200 if outcome.released or outcome.reason is None else status_for(outcome.reason)
     response = JSONResponse(body.model_dump(mode="json"), status_code=status)
     response.headers[TIME_HEADER] = str(int(now))
+    if outcome.reason is Reason.BUSY and not outcome.released:
+        response.headers["Retry-After"] = str(limits.BUSY_RETRY_AFTER)
     return response
+
+
+def _report(services: Services, evidence: Evidence, outcome: Outcome) -> None:
+    """One decision, and its confirm event, to the app's metrics and log."""
+    events = services.events
+    events.decided(outcome.decision.kind.value, outcome.reason)
+    fields = {
+        "edge": "device",
+        "pending_id": evidence.pending_id,
+        "device_id": evidence.device_id,
+        "user": evidence.user,
+        "modality": evidence.modality.value,
+        "kind": evidence.decision.kind.value,
+        "stage": outcome.pending.stage.value,
+        "status": outcome.pending.status.value,
+    }
+    if outcome.released or outcome.reason is None:
+        events.accepted(
+            **fields,
+            released=outcome.released,
+            card=outcome.pending.chosen,
+            outcome=outcome.receipt.outcome if outcome.receipt else None,
+            receipt_id=outcome.receipt.id if outcome.receipt else None,
+        )
+    else:
+        events.refused(outcome.reason, **fields)
 
 
 async def _open_set(services: Services, device: Device, pending_id: str, nonce: str) -> PendingSet:

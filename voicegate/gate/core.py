@@ -3,7 +3,9 @@
 A write runs at most once. The order of a release is: claim the set by compare-and-swap
 (``waiting`` -> ``executing``), spend its nonce in the ledger, call the upstream, then append
 a receipt and record the result. A crash anywhere in that order leaves the set ``executing``;
-``settle_interrupted`` turns it into ``unknown`` with a receipt, and nothing runs it again.
+``settle_interrupted`` turns it into ``unknown`` with a receipt (or into what its receipt says,
+when the crash came after the receipt), and nothing runs it again. ``faults.reach`` marks each
+step for the crash tests and does nothing unless ``VOICEGATE_FAULT_POINT`` is set.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicegate.canonical import args_hash
+from voicegate.canonical import args_hash, canonical_json
 from voicegate.errors import Refused, StoreUnavailable
-from voicegate.gate import card
+from voicegate.gate import card, faults
 from voicegate.gate.checks import Checklist
 from voicegate.gate.receipts import seal
 from voicegate.gate.types import (
@@ -295,9 +297,18 @@ class Gate:
         )
 
     async def settle_interrupted(self) -> int:
-        """After a crash: every set left ``executing`` becomes ``unknown`` with a receipt."""
+        """After a crash: every set left ``executing`` becomes ``unknown`` with a receipt.
+
+        A set whose receipt was already written (the crash came between the receipt and the
+        record) takes the receipt's outcome instead, so it never gets a second receipt.
+        """
         settled = 0
         for pending in await self.store.pending.list_by_status(Status.EXECUTING.value):
+            written = await self._receipt_of(pending)
+            if written is not None:
+                if await self.store.pending.swap(pending, _recorded(pending, written)):
+                    settled += 1
+                continue
             unknown = pending.replace(status=Status.UNKNOWN, error=INTERRUPTED)
             if not await self.store.pending.swap(pending, unknown):
                 continue
@@ -320,6 +331,13 @@ class Gate:
             await self._swap_eventually(unknown, receipt_id=receipt.id)
             settled += 1
         return settled
+
+    async def _receipt_of(self, pending: PendingSet) -> Receipt | None:
+        """The receipt a release of ``pending`` already wrote, if any."""
+        for receipt in reversed(await self.store.receipts.list(pending.user)):
+            if receipt.pending_id == pending.id:
+                return receipt
+        return None
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -417,6 +435,7 @@ class Gate:
             return self._refused(
                 evidence, pending, checks.fail("nonce_consumed_once", Reason.NOT_OPEN), checks
             )
+        faults.reach("after_claim")
         if not await self.store.ledger.consume(
             "nonce:" + pending.nonce, expires_at=pending.deadline + 3600
         ):
@@ -426,8 +445,10 @@ class Gate:
                 evidence, pending, checks.fail("nonce_consumed_once", Reason.ALREADY_USED), checks
             )
         checks.ok("nonce_consumed_once")
+        faults.reach("after_nonce")
         action = pending.actions[chosen - 1]
         outcome, result, error, executed_at = await self._call(action)
+        faults.reach("after_call")
         receipt = await self._append_receipt(
             user=pending.user,
             pending_id=pending.id,
@@ -443,6 +464,7 @@ class Gate:
             result=result,
             error=error,
         )
+        faults.reach("after_receipt")
         final = await self._swap_eventually(
             claimed,
             status=Status.CONFIRMED if outcome == "executed" else Status.FAILED,
@@ -450,6 +472,7 @@ class Gate:
             error=error,
             receipt_id=receipt.id,
         )
+        faults.reach("after_record")
         reason = None if outcome == "executed" else Reason.UPSTREAM_FAILED
         return Outcome(final, evidence.decision, True, checks.done(), reason, receipt)
 
@@ -462,7 +485,7 @@ class Gate:
             raise
         except Exception as exc:  # the one documented boundary: see the docstring
             return "failed", None, f"{type(exc).__name__}: {exc}", self.clock()
-        return "executed", result, None, self.clock()
+        return "executed", _recordable(result), None, self.clock()
 
     async def _append_receipt(
         self,
@@ -571,6 +594,25 @@ class Gate:
         recorded = checks.done()
         refusal = Decision(Kind.REFUSE, None, reason)
         return Outcome(shown, refusal, False, recorded, reason)
+
+
+def _recorded(pending: PendingSet, receipt: Receipt) -> PendingSet:
+    """``pending`` with the result its receipt holds, as the release would have recorded it."""
+    status = {"executed": Status.CONFIRMED, "failed": Status.FAILED}.get(
+        receipt.outcome, Status.UNKNOWN
+    )
+    return pending.replace(
+        status=status, result=receipt.result, error=receipt.error, receipt_id=receipt.id
+    )
+
+
+def _recordable(result: Any) -> Any:
+    """The upstream's result as the receipt can hash it; anything else is kept as text."""
+    try:
+        canonical_json(result)
+    except ValueError:
+        return {"unrecordable_result": repr(result)[:2000]}
+    return result
 
 
 def _placeholder(evidence: Evidence) -> PendingSet:

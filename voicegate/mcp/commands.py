@@ -170,8 +170,10 @@ def _voice_pipeline(store: Store) -> Any:
 async def _serve(
     config: ServerConfig, upstream: UpstreamSpec, policy: Policy, *, banner: Any
 ) -> int:
+    from voicegate.observe import configure_logging
     from voicegate.web.app import build_app
 
+    configure_logging()
     store = await open_store(config.db)
     try:
         check_startup(config, store_durable=bool(getattr(store, "durable", False)))

@@ -34,12 +34,14 @@ from mcp.types import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from voicegate.canonical import canonical_json
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import PendingSet, Receipt, Status
 from voicegate.mcp import token_mode
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Classification, Mode
+from voicegate.observe import Events
 from voicegate.reasons import NEXT_STEP, Reason
 from voicegate.tokens import TokenCodec
 
@@ -132,12 +134,14 @@ class GatedTools:
         tokens: TokenCodec | None = None,
         options: GateOptions = GateOptions(),
         clock: Callable[[], float] = time.time,
+        events: Events | None = None,
     ) -> None:
         self.gate = gate
         self.catalog = catalog
         self.tokens = tokens
         self.options = options
         self.clock = clock
+        self.events = events if events is not None else Events()
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -165,18 +169,29 @@ class GatedTools:
                 return await self.catalog.pool.call_tool(name, arguments)
             return await self._write(ctx, kind, arguments)
         except StoreUnavailable:
+            self.events.refused(Reason.LEDGER_UNAVAILABLE, edge="mcp", tool=name)
             return _refusal(Reason.LEDGER_UNAVAILABLE)
         except Refused as exc:
+            self.events.refused(exc.reason, edge="mcp", tool=name)
             return _refusal(exc.reason)
 
     async def _write(
         self, ctx: ServerRequestContext[Any], kind: Classification, arguments: dict[str, Any]
     ) -> CallToolResult:
         if kind.mode is Mode.REJECT:
-            return _refusal(Reason.OPERATOR_DISABLED)
+            raise Refused(Reason.OPERATOR_DISABLED)
+        try:
+            canonical_json(arguments)
+        except ValueError:
+            # Too deep, too large or not plain JSON: it could never be shown or hashed.
+            raise Refused(
+                Reason.BAD_REQUEST, "arguments are not plain JSON within limits"
+            ) from None
         if kind.mode is Mode.DELEGATE:
             request = ActionRequest(tool=kind.tool, arguments=arguments)
-            return _from_receipt(await self.gate.run_delegated(self.options.user, request))
+            receipt = await self.gate.run_delegated(self.options.user, request)
+            self._ran(receipt, mode=Mode.DELEGATE)
+            return _from_receipt(receipt)
         if kind.mode is Mode.TOKEN:
             return await self._token(kind, arguments)
         pending = await self.gate.propose(
@@ -184,6 +199,15 @@ class GatedTools:
             [ActionRequest(tool=kind.tool, arguments=arguments)],
             risk=kind.risk,
             mode=Mode.DEVICE.value,
+        )
+        self.events.issued(
+            edge="mcp",
+            mode=Mode.DEVICE.value,
+            tool=kind.tool,
+            pending_id=pending.id,
+            risk=pending.risk.value,
+            cards=len(pending.actions),
+            user=pending.user,
         )
         await self._point_to_device(ctx, pending)
         return _reply(pending_message(self._status_reply(pending)))
@@ -193,16 +217,18 @@ class GatedTools:
             return _refusal(Reason.OPERATOR_DISABLED)
         plain, sent, token = token_mode.split_token(arguments)
         if not sent:
-            return _reply(
-                token_mode.preview(
-                    self.tokens,
-                    user=self.options.user,
-                    tenant=self.options.tenant,
-                    tool=kind.tool,
-                    arguments=plain,
-                    risk=kind.risk,
-                )
+            answer = token_mode.preview(
+                self.tokens,
+                user=self.options.user,
+                tenant=self.options.tenant,
+                tool=kind.tool,
+                arguments=plain,
+                risk=kind.risk,
             )
+            self.events.issued(
+                edge="mcp", mode=Mode.TOKEN.value, tool=kind.tool, user=self.options.user
+            )
+            return _reply(answer)
         receipt = await token_mode.redeem(
             self.tokens,
             self.gate,
@@ -212,7 +238,19 @@ class GatedTools:
             arguments=plain,
             token=token,
         )
+        self._ran(receipt, mode=Mode.TOKEN)
         return _from_receipt(receipt)
+
+    def _ran(self, receipt: Receipt, *, mode: Mode) -> None:
+        self.events.accepted(
+            edge="mcp",
+            mode=mode.value,
+            tool=receipt.tool,
+            user=receipt.user,
+            released=True,
+            outcome=receipt.outcome,
+            receipt_id=receipt.id,
+        )
 
     async def _point_to_device(self, ctx: ServerRequestContext[Any], pending: PendingSet) -> None:
         """Best effort: a client that renders URL elicitations shows the approve page link."""

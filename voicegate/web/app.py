@@ -8,8 +8,8 @@ name collision), settles writes a crash interrupted, and runs the MCP session ma
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-import importlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -17,26 +17,35 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Response
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from voicegate.device.routes import device_router
 from voicegate.gate.core import Gate
+from voicegate.housekeeping import keep_tidy
+from voicegate.limits import BodyLimit
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.server import GatedTools, GateOptions, build_server
 from voicegate.mcp.upstream import UpstreamError, UpstreamPool, UpstreamSpec
+from voicegate.observe import CONTENT_TYPE, Events
 from voicegate.secrets import Secret
 from voicegate.services import Services
 from voicegate.services import Settings as ServiceSettings
 from voicegate.settings import ServerConfig
 from voicegate.store.base import Store
 from voicegate.tokens import TokenCodec
+from voicegate.web.approve import approve_router
 
 logger = logging.getLogger(__name__)
+
+# Twice the largest arguments canonical hashing accepts (1 MiB): a bigger tools/call could never
+# be approved, and the MCP SDK would otherwise read any body whole into memory.
+MAX_MCP_BYTES = 2 * 1024 * 1024
 
 if TYPE_CHECKING:  # the model runtime is imported only by whoever builds a pipeline
     from voicegate.voice.pipeline import VoicePipeline
@@ -65,10 +74,15 @@ def build_app(
 ) -> FastAPI:
     """The FastAPI app gating ``upstream`` with ``policy`` over ``store``."""
     keys = config.signing_keys()
+    events = Events()
     pool = UpstreamPool(upstream)
     catalog = Catalog(pool, policy)
     gate = Gate(
-        store, executor=catalog.execute, is_write=catalog.is_write, receipt_keys=keys, clock=clock
+        store,
+        executor=events.timed(catalog.execute),
+        is_write=catalog.is_write,
+        receipt_keys=keys,
+        clock=clock,
     )
     options = GateOptions(user=config.user, approve_url=config.base_url + "/approve")
     tools = GatedTools(
@@ -77,6 +91,7 @@ def build_app(
         tokens=TokenCodec(keys, ttl=token_ttl, clock=clock),
         options=options,
         clock=clock,
+        events=events,
     )
     manager = StreamableHTTPSessionManager(
         app=build_server(tools),
@@ -92,6 +107,7 @@ def build_app(
         voice=voice,
         clock=clock,
         settings=ServiceSettings(public_url=config.base_url),
+        events=events,
     )
     assembly = Assembly(services, pool, catalog, tools, config)
 
@@ -106,21 +122,27 @@ def build_app(
             settled = await gate.settle_interrupted()
             if settled:
                 logger.warning("%d interrupted writes marked unknown", settled)
-            async with manager.run():
-                yield
+            tidy = asyncio.create_task(keep_tidy(store, clock))
+            try:
+                async with manager.run():
+                    yield
+            finally:
+                tidy.cancel()
 
     app = FastAPI(title="voicegate", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.voicegate = assembly
     app.router.routes.append(
-        Route("/mcp", endpoint=BearerGate(StreamableHTTPASGIApp(manager), config.token))
+        Route(
+            "/mcp",
+            endpoint=BearerGate(
+                BodyLimit(StreamableHTTPASGIApp(manager), MAX_MCP_BYTES), config.token
+            ),
+        )
     )
     app.include_router(_health(assembly))
-    from voicegate.device.routes import device_router
-
+    app.include_router(_metrics(events))
     app.include_router(device_router(services))
-    approve = _approve_router(services)
-    if approve is not None:
-        app.include_router(approve)
+    app.include_router(approve_router(services))
     return app
 
 
@@ -162,17 +184,13 @@ def _health(assembly: Assembly) -> APIRouter:
     return router
 
 
-def _approve_router(services: Services) -> APIRouter | None:
-    # The approve page is optional in a build without its static assets.
-    try:
-        module = importlib.import_module("voicegate.web.approve")
-    except ModuleNotFoundError:
-        return None
-    for name in ("approve_router", "router"):
-        factory = getattr(module, name, None)
-        if callable(factory):
-            router = factory(services)
-            return router if isinstance(router, APIRouter) else None
-        if isinstance(factory, APIRouter):
-            return factory
-    return None
+def _metrics(events: Events) -> APIRouter:
+    router = APIRouter()
+
+    # Aggregate counts only: every label is a reason code, a kind or an edge name, never an id.
+    @router.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """This app's metrics in the Prometheus text format."""
+        return Response(events.render(), media_type=CONTENT_TYPE)
+
+    return router

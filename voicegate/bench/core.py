@@ -1,22 +1,27 @@
-"""Micro-benchmark of the pure core: tokens minted and verified, and argument hashes, per second.
+"""Core: tokens minted and verified, argument hashes, and confirms per backend, per second.
 
-Each figure is the median over several repetitions of a plain loop, so one scheduler hiccup
-does not move it. ``voicegate bench core`` prints what ``run_core`` returns.
+The pure figures are the median over several repetitions of a plain loop, so one scheduler
+hiccup does not move them. Confirms run one after another through ``Gate.answer`` (every
+named check, the ledger spends, the receipt) on memory, SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from voicegate.bench.confirms import StoreMissing, confirms_per_s, scratch_url
+from voicegate.bench.measure import Options
 from voicegate.canonical import args_hash
 from voicegate.secrets import KeyRing
 from voicegate.tokens import TokenCodec
 
 REPETITIONS = 5
+BACKENDS = ("memory", "sqlite", "postgres")
 
 # A realistic write: a few scalar arguments and one small nested list.
 SAMPLE_ARGUMENTS: dict[str, Any] = {
@@ -27,6 +32,44 @@ SAMPLE_ARGUMENTS: dict[str, Any] = {
     "priority": 2,
     "draft": False,
 }
+
+
+def run(options: Options) -> dict[str, Any]:
+    """The pure rates, then confirms per second on each backend (None where unreachable)."""
+    figures = run_core(0.3 if options.quick else 3.0)
+    count = options.pick(200, 20)
+    repetitions = options.pick(3, 1)
+    confirms: dict[str, float | None] = {}
+    missing: dict[str, str] = {}
+    for backend in BACKENDS:
+        try:
+            confirms[backend] = asyncio.run(_confirms(backend, options, count, repetitions))
+        except StoreMissing as exc:
+            confirms[backend] = None
+            missing[backend] = str(exc)
+    figures["confirms_per_s"] = confirms
+    figures["confirms_per_round"] = count
+    if missing:
+        figures["unavailable"] = missing
+    return figures
+
+
+async def _confirms(backend: str, options: Options, count: int, repetitions: int) -> float:
+    async with scratch_url(backend, options.pg_dsn) as url:
+        return await confirms_per_s(url, count, repetitions)
+
+
+def lines(figures: dict[str, Any]) -> list[str]:
+    """The human summary."""
+    out = [
+        f"tokens minted    {figures['tokens_minted_per_s']:>12,.0f} /s",
+        f"tokens verified  {figures['tokens_verified_per_s']:>12,.0f} /s",
+        f"canonical hashes {figures['canonical_hashes_per_s']:>12,.0f} /s",
+    ]
+    for backend, rate in figures["confirms_per_s"].items():
+        shown = f"{rate:>12,.0f} /s" if rate is not None else "   unavailable"
+        out.append(f"confirms {backend:<8}{shown}  (Gate.answer, one after another)")
+    return out
 
 
 def run_core(

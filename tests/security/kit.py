@@ -1,0 +1,119 @@
+"""The real app in-process, around a memory store, a moved clock, the notes upstream and a
+recogniser that never hears anything; a signed voice device paired through the API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from tests.device.kit import Clock, SigningDevice, paired_device
+from voicegate.mcp.notes import build_notes_server
+from voicegate.mcp.policy import Policy, parse_modes
+from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.observe import Events
+from voicegate.reasons import Reason
+from voicegate.secrets import KeyRing, Secret
+from voicegate.services import Services
+from voicegate.settings import ServerConfig
+from voicegate.store import open_store
+from voicegate.store.base import Store
+from voicegate.voice.fingerprint import ReplayGuard
+from voicegate.voice.pipeline import VoicePipeline
+from voicegate.voice.transcribe import Hearing, Utterance
+from voicegate.web.app import Assembly, build_app
+
+TOKEN = "security-suite-bearer-token-0123456789"
+CLIENT = ("192.0.2.10", 50000)
+WRITES = ("write_note", "delete_note")
+
+
+@dataclass
+class Deaf:
+    """A recogniser that hears no speech in anything, and counts what reached it."""
+
+    recogniser: str = "fake"
+    model: str = "fake"
+    calls: list[Utterance] = field(default_factory=list)
+
+    def transcribe(
+        self, samples: Any, *, languages: Sequence[str] = ("en",), candidates: Sequence[str] = ()
+    ) -> Hearing:
+        return self.transcribe_many([Utterance(samples, tuple(languages), tuple(candidates))])[0]
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        self.calls.extend(utterances)
+        return [Hearing("", "en", 0.99, -3.0, refusal=Reason.NO_SPEECH) for _ in utterances]
+
+
+@dataclass
+class World:
+    """One served gate and the handles a hostile-input test needs."""
+
+    app: FastAPI
+    http: httpx.AsyncClient
+    store: Store
+    clock: Clock
+    recogniser: Deaf
+    device: SigningDevice
+
+    @property
+    def assembly(self) -> Assembly:
+        assembly: Assembly = self.app.state.voicegate
+        return assembly
+
+    @property
+    def services(self) -> Services:
+        return self.assembly.services
+
+    @property
+    def events(self) -> Events:
+        return self.services.events
+
+    async def writes_run(self) -> int:
+        """How many writes the upstream has run, by its own count."""
+        result = await self.assembly.pool.call_tool("stats", {})
+        calls: dict[str, int] = (result.structured_content or {}).get("calls", {})
+        return sum(calls.get(name, 0) for name in WRITES)
+
+    async def mcp(self, method: str, params: dict[str, Any], *, session: str = "") -> httpx.Response:
+        """One JSON-RPC request to ``/mcp`` with the bearer token."""
+        headers = {
+            "Authorization": f"Bearer {TOKEN}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        if session:
+            headers["Mcp-Session-Id"] = session
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return await self.http.post("/mcp", json=body, headers=headers)
+
+
+@asynccontextmanager
+async def world(*, modes: str = "", voice: bool = True) -> AsyncIterator[World]:
+    """The app with its lifespan running, and a voice device of user ``owner`` paired."""
+    clock = Clock()
+    store = await open_store("memory")
+    recogniser = Deaf()
+    pipeline = VoicePipeline(recogniser, ReplayGuard(store.fingerprints, clock=clock))
+    config = ServerConfig(token=Secret(TOKEN), keys=KeyRing.generate())
+    app = build_app(
+        config,
+        upstream=UpstreamSpec.in_process(build_notes_server()),
+        policy=Policy(high_risk=("delete_*",), modes=parse_modes([modes] if modes else None)),
+        store=store,
+        voice=pipeline if voice else None,
+        clock=clock,
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=CLIENT)
+        async with httpx.AsyncClient(transport=transport, base_url=config.base_url) as http:
+            services: Services = app.state.voicegate.services
+            device = await paired_device(http, services, clock, user=config.user)
+            yield World(app, http, store, clock, recogniser, device)
+    await store.close()

@@ -1,0 +1,211 @@
+"""P3 read pass-through: reads through a real ``voicegate serve`` vs straight to the upstream.
+
+The upstream is the notes server over stdio (``python -m voicegate.mcp.notes``). The gate runs
+as its own process and the agent is the MCP SDK's client over Streamable HTTP; the direct path
+is the same SDK client over stdio to a second copy of the upstream. Reads alternate between the
+two paths, so a change in machine load hits both alike, and the added time is the median of the
+paired differences. ``confirm-gate-mcp`` 0.8.0 gates the same upstream for comparison; it is
+installed from PyPI into its own virtual environment under the bench cache on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+from voicegate.bench.measure import Options, median, ms
+
+READ = "list_notes"
+TOKEN = "bench-token-0123456789abcdef"
+CONFIRM_GATE = "confirm-gate-mcp==0.8.0"
+UPSTREAM = (sys.executable, "-m", "voicegate.mcp.notes")
+START_TIMEOUT = 90.0
+
+
+def run(options: Options) -> dict[str, Any]:
+    """Reads through voicegate, direct, and through confirm-gate-mcp where it can be had."""
+    return asyncio.run(_run(options))
+
+
+async def _run(options: Options) -> dict[str, Any]:
+    reads = options.pick(100, 10)
+    figures: dict[str, Any] = {"reads": reads, "tool": READ, "upstream": "notes over stdio"}
+    gate_cmd = [
+        sys.executable, "-m", "voicegate.cli", "serve",
+        "--upstream-cmd", " ".join(UPSTREAM), "--reads", READ,
+        "--db", "memory", "--token", TOKEN, "--port", "{port}",
+    ]  # fmt: skip
+    async with (
+        _server(gate_cmd, options.work / "p3-voicegate.log", "/healthz") as gate_url,
+        _http_agent(gate_url + "/mcp") as gate,
+        Client(StdioServerParameters(command=UPSTREAM[0], args=list(UPSTREAM[1:]))) as direct,
+    ):
+        gated_s, direct_s = await _alternate(gate, direct, reads, warmup=options.pick(10, 2))
+    added = [g - d for g, d in zip(gated_s, direct_s, strict=True)]
+    figures["gate_ms"] = median([ms(s) for s in gated_s])
+    figures["direct_ms"] = median([ms(s) for s in direct_s])
+    figures["added_ms"] = median([ms(s) for s in added])
+    figures["vs_direct"] = round(figures["gate_ms"] / figures["direct_ms"], 3)
+    figures["confirm_gate"] = await _confirm_gate(options)
+    cg_ms = figures["confirm_gate"].get("read_ms")
+    figures["vs_confirm_gate"] = round(cg_ms / figures["gate_ms"], 1) if cg_ms else None
+    return figures
+
+
+async def _alternate(
+    gate: Client, direct: Client, reads: int, *, warmup: int
+) -> tuple[list[float], list[float]]:
+    for _ in range(warmup):
+        await gate.call_tool(READ, {})
+        await direct.call_tool(READ, {})
+    gated, straight = [], []
+    for i in range(reads):
+        # Alternate which path goes first, so neither always follows the other's wake-up.
+        pair = (gate, direct) if i % 2 == 0 else (direct, gate)
+        times = {}
+        for client in pair:
+            start = time.perf_counter()
+            result = await client.call_tool(READ, {})
+            times[id(client)] = time.perf_counter() - start
+            if result.is_error:
+                raise RuntimeError(f"{READ} failed: {result.content}")
+        gated.append(times[id(gate)])
+        straight.append(times[id(direct)])
+    return gated, straight
+
+
+async def _confirm_gate(options: Options) -> dict[str, Any]:
+    """Per-read time through confirm-gate-mcp, or why it could not be measured."""
+    venv = options.cache / "confirm-gate-0.8.0"
+    program = venv / "bin" / "confirm-gate"
+    out: dict[str, Any] = {"package": CONFIRM_GATE, "venv": str(venv)}
+    if not program.exists():
+        if options.quick:
+            out["unavailable"] = "not installed; --quick does not install (run without --quick)"
+            return out
+        started = time.perf_counter()
+        problem = await asyncio.to_thread(_install, venv)
+        out["install_s"] = round(time.perf_counter() - started, 1)
+        if problem:
+            out["unavailable"] = problem
+            return out
+    reads = options.pick(20, 3)
+    cmd = [
+        str(program), "serve", "--upstream-cmd", " ".join(UPSTREAM), "--reads", READ,
+        "--db", ":memory:", "--token", TOKEN, "--port", "{port}",
+    ]  # fmt: skip
+    async with (
+        _server(cmd, options.work / "p3-confirm-gate.log", "/approve") as url,
+        _http_agent(url + "/mcp") as agent,
+    ):
+        await agent.call_tool(READ, {})
+        times = []
+        for _ in range(reads):
+            start = time.perf_counter()
+            result = await agent.call_tool(READ, {})
+            times.append(time.perf_counter() - start)
+            if result.is_error:
+                out["unavailable"] = f"{READ} failed through confirm-gate: {result.content}"
+                return out
+    out["reads"] = reads
+    out["read_ms"] = median([ms(s) for s in times])
+    return out
+
+
+def _install(venv: Path) -> str:
+    """Create ``venv`` and install confirm-gate-mcp there; an error text, or "" when done."""
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(venv / "bin" / "pip"), "install", "-q", "--ignore-requires-python", CONFIRM_GATE],
+    ]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return f"{' '.join(step[:3])} failed ({done.returncode}): {' | '.join(tail)}"
+    return ""
+
+
+@contextlib.asynccontextmanager
+async def _server(command: Sequence[str], log: Path, probe: str) -> AsyncIterator[str]:
+    """Start ``command`` on a free port (``{port}`` in it) and yield its base URL once it answers."""
+    port = _free_port()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [c.replace("{port}", str(port)) for c in command],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            await _wait_until_up(proc, base + probe, log)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def _wait_until_up(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{url} exited {proc.returncode}: {log.read_text()[-800:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(url)).status_code < 500:
+                    return
+            # Polling a starting server: the only wait here, and not part of any figure.
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {START_TIMEOUT:.0f} s")
+
+
+@contextlib.asynccontextmanager
+async def _http_agent(url: str) -> AsyncIterator[Client]:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        async with Client(streamable_http_client(url, http_client=http), cache=None) as client:
+            yield client
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def lines(figures: dict[str, Any]) -> list[str]:
+    """The human summary."""
+    out = [
+        f"{figures['reads']} reads of {figures['tool']}: through voicegate {figures['gate_ms']:.2f} "
+        f"ms, direct {figures['direct_ms']:.2f} ms (medians)",
+        f"added per read {figures['added_ms']:.2f} ms (median of paired differences); "
+        f"ratio {figures['vs_direct']}x direct",
+    ]
+    cg = figures["confirm_gate"]
+    if "read_ms" in cg:
+        out.append(
+            f"confirm-gate-mcp 0.8.0: {cg['read_ms']:.0f} ms per read ({cg['reads']} reads); "
+            f"voicegate is {figures['vs_confirm_gate']:,}x faster"
+        )
+    else:
+        out.append(f"confirm-gate-mcp 0.8.0: not measured: {cg['unavailable']}")
+    return out
+
+

@@ -1,0 +1,38 @@
+"""Forgetting what the gate no longer needs: spent ledger keys past expiry, old fingerprints."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from voicegate.errors import StoreUnavailable
+from voicegate.store.base import Store
+
+logger = logging.getLogger(__name__)
+
+FINGERPRINT_RETENTION = 30 * 24 * 3600.0  # 30 days, in seconds
+INTERVAL = 300.0  # 5 minutes, in seconds: ledger rows are small, a slower sweep is fine
+
+
+async def prune_once(store: Store, now: float, *, retention: float = FINGERPRINT_RETENTION) -> int:
+    """Forget expired ledger keys and fingerprints older than ``retention``; how many went."""
+    spent = await store.ledger.prune(now)
+    old = await store.fingerprints.prune(now - retention)
+    return spent + old
+
+
+async def keep_tidy(
+    store: Store,
+    clock: Callable[[], float],
+    *,
+    retention: float = FINGERPRINT_RETENTION,
+    interval: float = INTERVAL,
+) -> None:
+    """Run ``prune_once`` every ``interval`` seconds until cancelled; a store outage only waits."""
+    while True:
+        try:
+            await prune_once(store, clock(), retention=retention)
+        except StoreUnavailable as exc:
+            logger.warning("housekeeping skipped: store unavailable (%s)", exc)
+        await asyncio.sleep(interval)
