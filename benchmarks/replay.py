@@ -92,13 +92,15 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))}), {model}, {platform.python_version()}"
+    nproc = len(os.sched_getaffinity(0))
+    return f"nproc {nproc}, {model}, Python {platform.python_version()}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every tenth clip only")
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "fsdd")
+    parser.add_argument("--only", default="", help="run only transformations naming this")
     args = parser.parse_args()
     step = 10 if args.quick else 1
     rng = np.random.default_rng(20240601)
@@ -135,6 +137,8 @@ def main() -> int:
     print("| transformation | refused as reused | refused at intake | passed | min score |")
     print("| --- | --- | --- | --- | --- |")
     for name, make in TRANSFORMS.items():
+        if args.only not in name:
+            continue
         reused = intake = passed = 0
         low = 1.0
         for key in chosen:

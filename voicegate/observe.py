@@ -241,6 +241,10 @@ def configure_logging(level: int = logging.INFO, stream: IO[str] | None = None) 
     root = logging.getLogger("voicegate")
     if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
         return
+    # These echo whole response streams at DEBUG, confirmation tokens included; keep them out
+    # even when someone turns the root logger up.
+    for chatty in ("sse_starlette", "httpcore", "httpx"):
+        logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger(chatty).level))
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
     root.addHandler(handler)

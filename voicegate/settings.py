@@ -11,11 +11,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from voicegate.errors import ConfigError
+from voicegate.limits import RateLimits
 from voicegate.secrets import KeyRing, Secret
 
 TOKEN_ENV = "VOICEGATE_TOKEN"
@@ -36,6 +38,7 @@ class ServerConfig:
     public_url: str = ""
     allowed_hosts: tuple[str, ...] = ()
     allows_writes: bool = True
+    rate_limits: RateLimits = field(default_factory=RateLimits)
 
     @property
     def base_url(self) -> str:
@@ -118,6 +121,25 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
         with os.fdopen(fd, "w") as out:
             out.write(f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(32)}\n")
     return KeyRing(path.read_text().strip())
+
+
+def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:
+    """The default ``RateLimits`` with ``NAME=N`` overrides, as ``--rate-limit`` gives them."""
+    names = [f.name for f in fields(RateLimits)]
+    changes: dict[str, Any] = {}
+    for pair in pairs or ():
+        name, _, text = pair.partition("=")
+        name = name.strip()
+        if name not in names:
+            raise ConfigError(f"unknown rate limit {name!r}; one of {', '.join(names)}")
+        try:
+            value = float(text) if name == "window" else int(text)
+        except ValueError:
+            raise ConfigError(f"--rate-limit {name} needs a number, not {text!r}") from None
+        if value <= 0:
+            raise ConfigError(f"--rate-limit {name} must be positive")
+        changes[name] = value
+    return replace(RateLimits(), **changes)
 
 
 def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret:

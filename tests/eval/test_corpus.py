@@ -110,3 +110,14 @@ def test_referenced_fsdd_clips_exist(full: list[Case]) -> None:
     missing = [c.audio for c in full if "fsdd" in c.audio and not c.path.is_file()]
     assert not missing
     assert all(Path(c.audio).parent.name == "fsdd" for c in full if "fsdd" in c.audio)
+
+
+@pytest.mark.corpus
+def test_the_committed_manifests_are_what_the_generator_writes() -> None:
+    require(FSDD.is_dir(), f"the FSDD corpus at {FSDD}")
+    import subprocess
+    import sys
+
+    script = CORPUS / "make_corpus.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True)
+    assert done.returncode == 0, done.stdout

@@ -226,3 +226,13 @@ def test_each_value_line_decodes_back_to_the_value(args: dict[str, Any]) -> None
 @given(arguments)
 def test_summary_is_always_one_line(args: dict[str, Any]) -> None:
     assert len(summary("t", args).splitlines()) == 1
+
+
+def test_a_value_written_wholly_in_latin_lookalike_cyrillic_is_flagged():
+    card = render("send_payment", {"to": "аѕһа"})
+    assert "looks like Latin letters" in card
+
+
+def test_a_real_russian_word_is_not_flagged_as_posing_as_latin():
+    card = render("send_message", {"text": "Привет"})
+    assert "looks like Latin letters" not in card

@@ -108,6 +108,7 @@ def start(
     executions: Path,
     fault: str | None = None,
     kill_gate: str | None = None,
+    rate_limits: Mapping[str, int] | None = None,
 ) -> Served:
     """Start ``voicegate serve`` over ``db``; returns at once (see ``ready``)."""
     port = free_port()
@@ -132,6 +133,7 @@ def start(
         str(port),
         "--user",
         USER,
+        *(arg for k, v in (rate_limits or {}).items() for arg in ("--rate-limit", f"{k}={v}")),
     ]
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     env.update(

@@ -1,10 +1,12 @@
 """SIGKILL of a real gate process at every step of a confirm, then a restart on the same store.
 
-Each case starts ``voicegate serve`` with the fault hook armed (``VOICEGATE_FAULT_POINT``) or with
+Each step starts ``voicegate serve`` with the fault hook armed (``VOICEGATE_FAULT_POINT``) or with
 an upstream that kills the gate from inside the call, confirms one write with a signed tap, and
-watches the process die of SIGKILL. A second process then starts on the same database. Whatever
-the point: the write ran at most once, a second confirm runs nothing, a receipt exists for the
-set, and ``pending_status`` and the receipts tell the same, clear story.
+watches the process die of SIGKILL. The next process starts on the same database (armed for the
+next point, so one series of restarts covers every point with one process start each) and first
+checks the set the last one left behind: the write ran at most once, a second confirm runs
+nothing, the set has exactly one receipt, and ``pending_status`` and the receipts tell the same,
+clear story. At the end the whole receipt chain, written across all the crashes, verifies.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client
 
 from tests.reliability.cluster import (
     Phone,
     pending_status,
     propose,
     ready,
-    running,
     start,
 )
 from tests.reliability.counter import executions as executed
@@ -38,6 +40,7 @@ pytestmark = pytest.mark.slow
 class Crash:
     """Where the gate dies, and what a restart must make of it."""
 
+    name: str
     fault: str | None  # the gate's own fault point
     kill_gate: str | None  # or the upstream kills the gate mid-call
     ran: int  # executions the upstream recorded
@@ -46,75 +49,98 @@ class Crash:
 
 
 CRASHES = [
-    pytest.param(Crash("after_claim", None, 0, "unknown", "unknown"), id="before-nonce"),
-    pytest.param(Crash("after_nonce", None, 0, "unknown", "unknown"), id="after-nonce"),
-    pytest.param(Crash(None, "before_write", 0, "unknown", "unknown"), id="in-call-unwritten"),
-    pytest.param(Crash(None, "after_write", 1, "unknown", "unknown"), id="in-call-written"),
-    pytest.param(Crash("after_call", None, 1, "unknown", "unknown"), id="after-call"),
-    pytest.param(Crash("after_receipt", None, 1, "confirmed", "executed"), id="after-receipt"),
-    pytest.param(Crash("after_record", None, 1, "confirmed", "executed"), id="after-record"),
+    Crash("before-nonce", "after_claim", None, 0, "unknown", "unknown"),
+    Crash("after-nonce", "after_nonce", None, 0, "unknown", "unknown"),
+    Crash("in-call-unwritten", None, "before_write", 0, "unknown", "unknown"),
+    Crash("in-call-written", None, "after_write", 1, "unknown", "unknown"),
+    Crash("after-call", "after_call", None, 1, "unknown", "unknown"),
+    Crash("after-receipt", "after_receipt", None, 1, "confirmed", "executed"),
+    Crash("after-record", "after_record", None, 1, "confirmed", "executed"),
 ]
 
 
-async def crash_then_restart(tmp_path: Path, db: str, keys: str, log: Path, crash: Crash) -> None:
-    first = start(
-        tmp_path,
-        "doomed",
-        db,
-        keys=keys,
-        executions=log,
-        fault=crash.fault,
-        kill_gate=crash.kill_gate,
-    )
+@dataclass(frozen=True)
+class Left:
+    """A set a killed process left behind."""
+
+    crash: Crash
+    pending_id: str
+    nonce: str
+
+
+async def crash_series(tmp_path: Path, db: str, keys: str, log: Path, crashes: list[Crash]) -> None:
+    """Crash once at each of ``crashes``, checking after each restart what the last one left."""
     phone = Phone()
-    try:
-        await ready(first)
-        async with first.agent() as agent, httpx.AsyncClient(base_url=first.base) as http:
-            pending_id = await propose(agent, "crash")
-            await phone.pair(db, http)
-            nonce = (await phone.nonces(http))[pending_id]
-            with pytest.raises(httpx.TransportError):
-                await phone.tap(pending_id, nonce).send(http)
-        assert await first.killed() == -signal.SIGKILL, first.output()
-    finally:
-        first.stop()
-
-    second = start(tmp_path, "restarted", db, keys=keys, executions=log)
-    async with running(second), second.agent() as agent:
-        async with httpx.AsyncClient(base_url=second.base) as http:
-            again = await phone.tap(pending_id, nonce).send(http)
-            assert again.status_code == 409 and again.json()["reason"] == Reason.NOT_OPEN
-            listed = (await phone.signed("GET", "/device/receipts").send(http)).json()
-        status = await pending_status(agent, pending_id)
-
-    assert len(executed(log)) == crash.ran
-    assert status["status"] == crash.status
-    (receipt,) = [r for r in listed if r["pending_id"] == pending_id]
-    assert receipt["outcome"] == crash.outcome
-    assert status["receipt_id"] == receipt["id"]
+    left: list[Left] = []
+    for crash in [*crashes, None]:
+        served = start(
+            tmp_path,
+            crash.name if crash else "last",
+            db,
+            keys=keys,
+            executions=log,
+            fault=crash.fault if crash else None,
+            kill_gate=crash.kill_gate if crash else None,
+        )
+        try:
+            await ready(served)
+            async with served.agent() as agent, httpx.AsyncClient(base_url=served.base) as http:
+                if not left:
+                    await phone.pair(db, http)
+                else:
+                    await check_settled(left[-1], phone, agent, http, log)
+                if crash is None:
+                    break
+                pending_id = await propose(agent, crash.name)
+                nonce = (await phone.nonces(http))[pending_id]
+                with pytest.raises(httpx.TransportError):
+                    await phone.tap(pending_id, nonce).send(http)
+                left.append(Left(crash, pending_id, nonce))
+            assert await served.killed() == -signal.SIGKILL, (crash.name, served.output())
+        finally:
+            served.stop()
 
     store = await open_store(db)
     try:
         chain = await store.receipts.list()
     finally:
         await store.close()
-    assert [r.pending_id for r in chain] == [pending_id]
+    # one receipt per crashed set, in crash order, and the chain holds across every restart
+    assert [r.pending_id for r in chain] == [gone.pending_id for gone in left]
     assert verify_chain(chain, KeyRing(keys)) == []
-    if crash.status == "unknown":
-        # the reason is said to the agent and in the signed receipt
-        assert status["error"] == chain[0].error == INTERRUPTED
+    for gone, receipt in zip(left, chain, strict=True):
+        if gone.crash.status == "unknown":
+            assert receipt.error == INTERRUPTED, gone.crash.name
 
 
-@pytest.mark.parametrize("crash", CRASHES)
-async def test_sigkill_at_any_step_of_a_confirm_never_runs_the_write_twice(
-    tmp_path: Path, keys: str, executions: Path, crash: Crash
+async def check_settled(
+    gone: Left, phone: Phone, agent: Client, http: httpx.AsyncClient, log: Path
 ) -> None:
-    await crash_then_restart(tmp_path, str(tmp_path / "gate.db"), keys, executions, crash)
+    """What a restart must make of the set a killed process left behind."""
+    crash = gone.crash
+    again = await phone.tap(gone.pending_id, gone.nonce).send(http)
+    assert again.status_code == 409, (crash.name, again.text)
+    assert again.json()["reason"] == Reason.NOT_OPEN
+    assert [e["name"] for e in executed(log)].count(crash.name) == crash.ran, crash.name
+
+    status = await pending_status(agent, gone.pending_id)
+    assert status["status"] == crash.status, (crash.name, status)
+    listed = (await phone.signed("GET", "/device/receipts").send(http)).json()
+    (receipt,) = [r for r in listed if r["pending_id"] == gone.pending_id]
+    assert receipt["outcome"] == crash.outcome, crash.name
+    assert status["receipt_id"] == receipt["id"]
+    if crash.status == "unknown":
+        assert status["error"] == INTERRUPTED  # the agent is told why
+
+
+async def test_sigkill_at_every_step_of_a_confirm_never_runs_a_write_twice(
+    tmp_path: Path, keys: str, executions: Path
+) -> None:
+    await crash_series(tmp_path, str(tmp_path / "gate.db"), keys, executions, CRASHES)
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("crash", [CRASHES[3], CRASHES[5]])
-async def test_sigkill_on_postgres_never_runs_the_write_twice(
-    tmp_path: Path, shared_pg: str, keys: str, executions: Path, crash: Crash
+async def test_sigkill_mid_call_and_after_the_receipt_on_postgres_never_runs_twice(
+    tmp_path: Path, shared_pg: str, keys: str, executions: Path
 ) -> None:
-    await crash_then_restart(tmp_path, shared_pg, keys, executions, crash)
+    await crash_series(tmp_path, shared_pg, keys, executions, [CRASHES[3], CRASHES[5]])

@@ -3,8 +3,10 @@ and the damaged, lying and oversized variants of them."""
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
+from fractions import Fraction
 
 import av
 import numpy as np
@@ -43,7 +45,9 @@ def encode(fmt: str, samples: npt.NDArray[np.float32] | None = None, rate: int =
 
 def _opus(container: str, x: npt.NDArray[np.float32], rate: int) -> bytes:
     opus_rate = 48_000
-    y = np.interp(np.arange(int(len(x) * opus_rate / rate)) * rate / opus_rate, np.arange(len(x)), x)
+    y = np.interp(
+        np.arange(int(len(x) * opus_rate / rate)) * rate / opus_rate, np.arange(len(x)), x
+    )
     out = io.BytesIO()
     with av.open(out, mode="w", format=container) as c:
         stream = c.add_stream("libopus", rate=opus_rate)
@@ -71,7 +75,9 @@ def corrupted(data: bytes, seed: int = 7) -> bytes:
     return data[:64] + junk
 
 
-def wav_header(*, rate: int, channels: int = 1, bits: int = 16, data_size: int, fmt: int = 1) -> bytes:
+def wav_header(
+    *, rate: int, channels: int = 1, bits: int = 16, data_size: int, fmt: int = 1
+) -> bytes:
     """A RIFF/WAVE header that declares ``data_size`` bytes of ``rate`` Hz audio."""
     block = channels * bits // 8
     fmt_chunk = struct.pack("<HHIIHH", fmt, channels, rate, rate * block, block, bits)
@@ -113,18 +119,45 @@ def wav_at_rate(rate: int) -> bytes:
     return wav_header(rate=rate, data_size=len(pcm)) + pcm
 
 
+@functools.cache
 def flac_bomb(seconds: int = 600) -> bytes:
     """Ten minutes of silence-plus-tone as FLAC: a few KiB that decode to 10 million samples."""
     n = seconds * 16_000
     x = np.zeros(n, dtype=np.float32)
-    x[: 16_000] = burst()
+    x[:16_000] = burst()
     out = io.BytesIO()
     sf.write(out, x, 16_000, format="FLAC", subtype="PCM_16")
     return out.getvalue()
 
 
+@functools.cache
 def opus_bomb(container: str = "ogg", seconds: int = 600) -> bytes:
-    """Ten minutes of near-silence as Opus: tiny on the wire, huge once decoded."""
-    x = np.zeros(seconds * 16_000, dtype=np.float32)
-    x[: 16_000] = burst()
-    return _opus(container, x, 16_000)
+    """Ten minutes of Opus in a few hundred KiB: one second of burst, then the same silent
+    20 ms packet repeated (muxed, not encoded, so making it is quick)."""
+    out = io.BytesIO()
+    rate = 48_000
+    with av.open(out, mode="w", format=container) as c:
+        stream = c.add_stream("libopus", rate=rate)
+        stream.layout = "mono"
+        x = np.zeros(2 * rate, dtype=np.float32)
+        x[:rate] = np.interp(np.arange(rate) / 3, np.arange(16_000), burst())
+        frame = av.AudioFrame.from_ndarray(x[None, :], format="flt", layout="mono")
+        frame.sample_rate = rate
+        packets = [*stream.encode(frame), *stream.encode(None)][:-1]
+        silent = bytes(packets[-1])
+        for pts in range(0, seconds * rate, 960):
+            packet = packets[pts // 960] if pts // 960 < len(packets) else av.Packet(silent)
+            packet.stream = stream
+            packet.time_base = Fraction(1, rate)
+            packet.pts = packet.dts = pts
+            packet.duration = 960
+            c.mux(packet)
+    return out.getvalue()
+
+
+def without_declared_duration(webm: bytes) -> bytes:
+    """A WebM whose Segment Info no longer says how long it is (as a live recorder writes it):
+    the Duration element becomes a Void element of the same size."""
+    at = webm.find(b"\x44\x89\x88")
+    assert at > 0, "no 8-byte Duration element"
+    return webm[:at] + b"\xec\x89" + b"\0" * 9 + webm[at + 11 :]

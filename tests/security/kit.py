@@ -3,8 +3,10 @@ recogniser that never hears anything; a signed voice device paired through the A
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +82,9 @@ class World:
         calls: dict[str, int] = (result.structured_content or {}).get("calls", {})
         return sum(calls.get(name, 0) for name in WRITES)
 
-    async def mcp(self, method: str, params: dict[str, Any], *, session: str = "") -> httpx.Response:
+    async def mcp(
+        self, method: str, params: dict[str, Any], *, session: str = ""
+    ) -> httpx.Response:
         """One JSON-RPC request to ``/mcp`` with the bearer token."""
         headers = {
             "Authorization": f"Bearer {TOKEN}",
@@ -117,3 +121,45 @@ async def world(*, modes: str = "", voice: bool = True) -> AsyncIterator[World]:
             device = await paired_device(http, services, clock, user=config.user)
             yield World(app, http, store, clock, recogniser, device)
     await store.close()
+
+
+@asynccontextmanager
+async def held(opened: AbstractAsyncContextManager[World]) -> AsyncIterator[World]:
+    """Enter and leave ``opened`` in one task of its own, as a server would.
+
+    The in-process upstream's task group must be left by the task that entered it, and a pytest
+    fixture's set-up and tear-down may run in different tasks.
+    """
+    ready: asyncio.Future[World] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        async with opened as w:
+            ready.set_result(w)
+            await stop.wait()
+
+    task = asyncio.create_task(hold())
+    waiting: set[asyncio.Future[Any]] = {task, ready}
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        task.result()  # raises what went wrong while opening
+    try:
+        yield ready.result()
+    finally:
+        stop.set()
+        await task
+
+
+class Held(Deaf):
+    """A recogniser that holds each call until the test lets it go (no sleeps: two events)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        self.entered.set()
+        # A bound, so a broken test fails instead of hanging; it is never the expected path.
+        self.release.wait(timeout=60)
+        return super().transcribe_many(utterances)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shutil
 import struct
@@ -142,10 +143,8 @@ def test_a_file_with_damaged_bytes_never_crashes(fmt: str) -> None:
         damaged = bytearray(data)
         for i in rng.integers(0, len(damaged), 8):
             damaged[int(i)] = int(rng.integers(0, 256))
-        try:
+        with contextlib.suppress(AudioRefused):
             decode(bytes(damaged))
-        except AudioRefused:
-            pass
 
 
 def test_wav_header_claiming_ten_hours_is_too_long() -> None:
@@ -226,11 +225,11 @@ def test_every_real_spoken_digit_is_accepted(fsdd: Path) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=4096), st.sampled_from([None, "audio/wav", "audio/webm", "x/y"]))
-def test_arbitrary_bytes_only_ever_raise_audio_refused(data: bytes, content_type: str | None) -> None:
-    try:
+def test_arbitrary_bytes_only_ever_raise_audio_refused(
+    data: bytes, content_type: str | None
+) -> None:
+    with contextlib.suppress(AudioRefused):
         decode(data, content_type)
-    except AudioRefused:
-        pass
 
 
 _VALID = {fmt: encode(speechlike(16000, 0.5), 16000, fmt) for fmt in ("wav", "flac", "ogg/vorbis")}
@@ -254,7 +253,5 @@ def test_mutated_valid_files_only_ever_raise_audio_refused(
     data = bytearray(_valid(fmt))
     for where, value in edits:
         data[min(int(where * len(data)), len(data) - 1)] = value
-    try:
+    with contextlib.suppress(AudioRefused):
         decode(bytes(data[: max(1, int(len(data) * keep))]))
-    except AudioRefused:
-        pass

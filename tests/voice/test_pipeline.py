@@ -13,9 +13,9 @@ import soundfile as sf
 from voicegate.errors import ModelError
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
-from voicegate.store.memory import MemoryFingerprints
+from voicegate.store.memory import MemoryStore
 from voicegate.voice.fingerprint import ReplayGuard
-from voicegate.voice.pipeline import VoicePipeline, as_json
+from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
 from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance
 
 CLEAR_TWO = (("two", -0.8), ("the second one", -4.0), ("three", -7.0), ("cancel", -9.0))
@@ -96,7 +96,7 @@ async def test_unreadable_bytes_refuse_with_the_audio_reason() -> None:
 
 
 async def test_the_same_recording_twice_is_refused_as_reused() -> None:
-    guard = ReplayGuard(MemoryFingerprints(), clock=lambda: 1000.0)
+    guard = ReplayGuard(MemoryStore().fingerprints, clock=lambda: 1000.0)
     pipeline = VoicePipeline(FakeTranscriber([heard("Two."), heard("Two.")]), guard)
     first = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
     second = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
@@ -141,7 +141,7 @@ class Blocking(FakeTranscriber):
 
 async def test_answers_beyond_the_queue_are_refused_as_busy_and_leave_no_fingerprint() -> None:
     fake = Blocking([heard("Two.")])
-    guard = ReplayGuard(MemoryFingerprints(), clock=lambda: 1000.0)
+    guard = ReplayGuard(MemoryStore().fingerprints, clock=lambda: 1000.0)
     pipeline = VoicePipeline(fake, guard, max_waiting=1)
     first = asyncio.create_task(pipeline.decide(speech(1), user="u", cards=3, stage=Stage.CHOOSE))
     await asyncio.to_thread(fake.entered.wait, 30)
@@ -155,12 +155,16 @@ async def test_answers_beyond_the_queue_are_refused_as_busy_and_leave_no_fingerp
 async def test_answers_waiting_for_the_model_share_one_batch() -> None:
     fake = Blocking([heard("Two.")] * 3)
     pipeline = VoicePipeline(fake, None, max_batch=4)
-    tasks = [
-        asyncio.create_task(pipeline.decide(speech(i), user="u", cards=3, stage=Stage.CHOOSE))
-        for i in range(3)
-    ]
+
+    def start(i: int) -> asyncio.Task[VoiceResult]:
+        return asyncio.create_task(
+            pipeline.decide(speech(i), user="u", cards=3, stage=Stage.CHOOSE)
+        )
+
+    tasks = [start(0)]
     await asyncio.to_thread(fake.entered.wait, 30)
-    while len(pipeline._queue) < 2:  # let the other two reach the queue
+    tasks += [start(1), start(2)]
+    while len(pipeline._queue) < 2:  # let both reach the queue behind the busy model
         await asyncio.sleep(0)
     fake.release.set()
     results = await asyncio.gather(*tasks)

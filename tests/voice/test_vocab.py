@@ -95,9 +95,14 @@ def test_cancel_passes_through_whatever_the_scores() -> None:
     assert check(CANCEL, scores(-1.0, -9.0), "cancel", POLICY).decision == CANCEL
 
 
-def test_a_winner_that_releases_nothing_rescues_nothing() -> None:
-    verdict = check(NOT_UNDERSTOOD, scores(-9.0, -9.0, cancel=-1.0), "council", POLICY)
-    assert verdict.decision == NOT_UNDERSTOOD
+def test_a_clear_cancel_heard_as_council_cancels() -> None:
+    verdict = check(NOT_UNDERSTOOD, scores(-9.0, -9.0, cancel=-1.0), "Council.", POLICY)
+    assert verdict.decision == CANCEL
+
+
+def test_a_clear_cancel_does_not_turn_a_card_mishearing_into_a_cancel() -> None:
+    verdict = check(SOUND_ALIKE, scores(-9.0, -9.0, cancel=-1.0), "to", POLICY)
+    assert verdict.decision == SOUND_ALIKE
 
 
 MEANING_REFUSALS = [r for r in Reason if r not in UNREADABLE]

@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.names)) or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
-        print(f"voicegate bench: unknown {unknown}; choose from {list(BENCHMARKS)}", file=sys.stderr)
+        print(
+            f"voicegate bench: unknown {unknown}; choose from {list(BENCHMARKS)}", file=sys.stderr
+        )
         return 2
     options = Options(
         quick=args.quick,

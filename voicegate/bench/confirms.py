@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from pathlib import Path
 from typing import Any
 
+from voicegate.errors import StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.types import (
     Decision,
@@ -150,15 +151,31 @@ async def race_worker(
 ) -> dict[str, Any]:
     """Answer every set in ``payload["sets"]`` ``payload["times"]`` times, all at once."""
     store = await open_store(payload["url"])
+    # As a server's worker limit would, keep a bounded number of confirms in flight: a thousand
+    # at once only queue for the pool's ten connections until its acquire timeout.
+    slots = asyncio.Semaphore(payload["in_flight"])
+
+    async def answer(gate: Gate, pending: PendingSet) -> Outcome | None:
+        async with slots:
+            try:
+                return await gate.answer(tap(gate, pending))
+            except StoreUnavailable:
+                return None
+
     try:
         gate = gate_over(store, payload["keys"], Counter(payload["log"]))
         sets = [await gate.status(pending_id) for pending_id in payload["sets"]]
         await go()
         start = time.time()
-        outcomes: Sequence[Outcome] = await asyncio.gather(
-            *(gate.answer(tap(gate, p)) for p in sets for _ in range(payload["times"]))
+        outcomes: Sequence[Outcome | None] = await asyncio.gather(
+            *(answer(gate, p) for p in sets for _ in range(payload["times"]))
         )
         end = time.time()
     finally:
         await store.close()
-    return {"released": sum(o.released for o in outcomes), "start": start, "end": end}
+    return {
+        "released": sum(o is not None and o.released for o in outcomes),
+        "unavailable": sum(o is None for o in outcomes),
+        "start": start,
+        "end": end,
+    }

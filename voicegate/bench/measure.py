@@ -45,9 +45,7 @@ def median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
 
-def timed(
-    operation: Callable[[], Any], *, repetitions: int, warmup: int = 1
-) -> list[float]:
+def timed(operation: Callable[[], Any], *, repetitions: int, warmup: int = 1) -> list[float]:
     """Seconds each of ``repetitions`` calls took, after ``warmup`` untimed calls."""
     for _ in range(warmup):
         operation()

@@ -23,7 +23,8 @@ from typing import Any
 
 import httpx
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from voicegate.bench.measure import Options, median, ms
 
@@ -40,23 +41,33 @@ def run(options: Options) -> dict[str, Any]:
 
 
 async def _run(options: Options) -> dict[str, Any]:
-    reads = options.pick(100, 10)
+    reads = options.pick(100, 5)
     figures: dict[str, Any] = {"reads": reads, "tool": READ, "upstream": "notes over stdio"}
     gate_cmd = [
         sys.executable, "-m", "voicegate.cli", "serve",
         "--upstream-cmd", " ".join(UPSTREAM), "--reads", READ,
         "--db", "memory", "--token", TOKEN, "--port", "{port}",
     ]  # fmt: skip
+    floor_cmd = [
+        sys.executable, "-m", "uvicorn", "--factory", "voicegate.bench.p3:notes_http_app",
+        "--port", "{port}", "--log-level", "warning",
+    ]  # fmt: skip
     async with (
         _server(gate_cmd, options.work / "p3-voicegate.log", "/healthz") as gate_url,
+        _server(floor_cmd, options.work / "p3-notes-http.log", "/mcp") as floor_url,
         _http_agent(gate_url + "/mcp") as gate,
+        _http_agent(floor_url + "/mcp") as floor,
         Client(StdioServerParameters(command=UPSTREAM[0], args=list(UPSTREAM[1:]))) as direct,
     ):
-        gated_s, direct_s = await _alternate(gate, direct, reads, warmup=options.pick(10, 2))
-    added = [g - d for g, d in zip(gated_s, direct_s, strict=True)]
-    figures["gate_ms"] = median([ms(s) for s in gated_s])
-    figures["direct_ms"] = median([ms(s) for s in direct_s])
-    figures["added_ms"] = median([ms(s) for s in added])
+        paths = {"gate": gate, "http_floor": floor, "direct": direct}
+        seconds = await _alternate(paths, reads, warmup=options.pick(10, 2))
+    for name, values in seconds.items():
+        figures[f"{name}_ms"] = median([ms(s) for s in values])
+    figures["added_ms"] = _paired(seconds["gate"], seconds["direct"])
+    # The same upstream served over Streamable HTTP by the SDK alone: what the transport costs
+    # without any gate, so the gate's own share is what remains.
+    figures["transport_ms"] = _paired(seconds["http_floor"], seconds["direct"])
+    figures["gate_own_ms"] = _paired(seconds["gate"], seconds["http_floor"])
     figures["vs_direct"] = round(figures["gate_ms"] / figures["direct_ms"], 3)
     figures["confirm_gate"] = await _confirm_gate(options)
     cg_ms = figures["confirm_gate"].get("read_ms")
@@ -65,25 +76,35 @@ async def _run(options: Options) -> dict[str, Any]:
 
 
 async def _alternate(
-    gate: Client, direct: Client, reads: int, *, warmup: int
-) -> tuple[list[float], list[float]]:
+    paths: dict[str, Client], reads: int, *, warmup: int
+) -> dict[str, list[float]]:
+    """Seconds per read on each path, the paths taking turns in a rotating order."""
     for _ in range(warmup):
-        await gate.call_tool(READ, {})
-        await direct.call_tool(READ, {})
-    gated, straight = [], []
+        for client in paths.values():
+            await client.call_tool(READ, {})
+    seconds: dict[str, list[float]] = {name: [] for name in paths}
+    names = list(paths)
     for i in range(reads):
-        # Alternate which path goes first, so neither always follows the other's wake-up.
-        pair = (gate, direct) if i % 2 == 0 else (direct, gate)
-        times = {}
-        for client in pair:
+        # Rotate who goes first, so no path always follows another's wake-up.
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             start = time.perf_counter()
-            result = await client.call_tool(READ, {})
-            times[id(client)] = time.perf_counter() - start
+            result = await paths[name].call_tool(READ, {})
+            seconds[name].append(time.perf_counter() - start)
             if result.is_error:
-                raise RuntimeError(f"{READ} failed: {result.content}")
-        gated.append(times[id(gate)])
-        straight.append(times[id(direct)])
-    return gated, straight
+                raise RuntimeError(f"{READ} failed on the {name} path: {result.content}")
+    return seconds
+
+
+def _paired(a: list[float], b: list[float]) -> float:
+    """Median of the per-read differences a - b, in ms."""
+    return median([ms(x - y) for x, y in zip(a, b, strict=True)])
+
+
+def notes_http_app() -> Any:
+    """The notes upstream served over Streamable HTTP by the SDK alone (for uvicorn --factory)."""
+    from voicegate.mcp.notes import build_notes_server
+
+    return build_notes_server().streamable_http_app()
 
 
 async def _confirm_gate(options: Options) -> dict[str, Any]:
@@ -101,7 +122,7 @@ async def _confirm_gate(options: Options) -> dict[str, Any]:
         if problem:
             out["unavailable"] = problem
             return out
-    reads = options.pick(20, 3)
+    reads = options.pick(10, 3)
     cmd = [
         str(program), "serve", "--upstream-cmd", " ".join(UPSTREAM), "--reads", READ,
         "--db", ":memory:", "--token", TOKEN, "--port", "{port}",
@@ -140,7 +161,7 @@ def _install(venv: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def _server(command: Sequence[str], log: Path, probe: str) -> AsyncIterator[str]:
-    """Start ``command`` on a free port (``{port}`` in it) and yield its base URL once it answers."""
+    """Start ``command`` on a free port (``{port}`` in it); yield its base URL once it answers."""
     port = _free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:
@@ -179,9 +200,12 @@ async def _wait_until_up(proc: subprocess.Popen[bytes], url: str, log: Path) -> 
 
 @contextlib.asynccontextmanager
 async def _http_agent(url: str) -> AsyncIterator[Client]:
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        async with Client(streamable_http_client(url, http_client=http), cache=None) as client:
-            yield client
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
+    ):
+        yield client
 
 
 def _free_port() -> int:
@@ -193,10 +217,13 @@ def _free_port() -> int:
 def lines(figures: dict[str, Any]) -> list[str]:
     """The human summary."""
     out = [
-        f"{figures['reads']} reads of {figures['tool']}: through voicegate {figures['gate_ms']:.2f} "
-        f"ms, direct {figures['direct_ms']:.2f} ms (medians)",
+        f"{figures['reads']} reads of {figures['tool']}: through voicegate "
+        f"{figures['gate_ms']:.2f} ms, direct {figures['direct_ms']:.2f} ms (medians)",
         f"added per read {figures['added_ms']:.2f} ms (median of paired differences); "
         f"ratio {figures['vs_direct']}x direct",
+        f"of which the SDK's Streamable HTTP transport alone {figures['transport_ms']:.2f} ms "
+        f"(same upstream over HTTP, no gate: {figures['http_floor_ms']:.2f} ms), "
+        f"the gate itself {figures['gate_own_ms']:.2f} ms",
     ]
     cg = figures["confirm_gate"]
     if "read_ms" in cg:
@@ -207,5 +234,3 @@ def lines(figures: dict[str, Any]) -> list[str]:
     else:
         out.append(f"confirm-gate-mcp 0.8.0: not measured: {cg['unavailable']}")
     return out
-
-

@@ -26,6 +26,8 @@ from voicegate.bench.race import race
 from voicegate.store import open_store
 
 SETS = 200
+# Confirms each process keeps in flight at once.
+IN_FLIGHT = 50
 CONFIRMS = 2000
 
 
@@ -34,7 +36,12 @@ def run(options: Options) -> dict[str, Any]:
     sets = options.pick(SETS, 20)
     confirms = options.pick(CONFIRMS, 200)
     rounds = options.pick(3, 1)
-    figures: dict[str, Any] = {"sets": sets, "confirms": confirms, "rounds": rounds}
+    figures: dict[str, Any] = {
+        "sets": sets,
+        "confirms": confirms,
+        "rounds": rounds,
+        "in_flight_per_process": IN_FLIGHT,
+    }
     try:
         figures["postgres"] = asyncio.run(_backend("postgres", 2, sets, confirms, rounds, options))
     except StoreMissing as exc:
@@ -78,11 +85,13 @@ async def _round(url: str, processes: int, sets: int, confirms: int) -> tuple[fl
         await store.close()
     with tempfile.TemporaryDirectory(prefix="voicegate-p5-") as folder:
         log = Path(folder) / "executions.log"
+        times = confirms // (sets * processes)
         payload = {
             "url": url,
             "keys": keys,
             "sets": [p.id for p in opened],
-            "times": confirms // (sets * processes),
+            "times": times,
+            "in_flight": IN_FLIGHT,
             "log": str(log),
         }
         results = await asyncio.to_thread(
@@ -90,13 +99,18 @@ async def _round(url: str, processes: int, sets: int, confirms: int) -> tuple[fl
         )
         ran = len(log.read_text().splitlines()) if log.exists() else 0
     span = max(r["end"] for r in results) - min(r["start"] for r in results)
-    done = payload["times"] * sets * processes
+    done = times * sets * processes
+    unavailable = sum(r["unavailable"] for r in results)
+    if unavailable:
+        raise RuntimeError(f"{unavailable} confirms found the store unavailable")
     return done / span, ran, sum(r["released"] for r in results)
 
 
 def lines(figures: dict[str, Any]) -> list[str]:
     """The human summary."""
-    out = [f"{figures['confirms']} confirms over {figures['sets']} sets, {figures['rounds']} rounds"]
+    out = [
+        f"{figures['confirms']} confirms over {figures['sets']} sets, {figures['rounds']} rounds"
+    ]
     for backend in ("postgres", "sqlite"):
         f = figures[backend]
         if "unavailable" in f:

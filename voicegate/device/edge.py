@@ -18,10 +18,11 @@ from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from fastapi import HTTPException, Request, Response
+from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from voicegate.errors import Refused, StoreUnavailable, Throttled
 from voicegate.limits import Intake

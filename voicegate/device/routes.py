@@ -161,7 +161,7 @@ def device_router(services: Services) -> APIRouter:
         await within_budget(device, "voice", "answer")
         audio, content_type, fields = await _read_audio(request, settings.max_voice_bytes)
         pending_id = _field(request, fields, "pending_id", PENDING_HEADER)
-        nonce = _field(request, fields, "nonce", NONCE_HEADER)
+        nonce = _field(request, fields, "nonce", NONCE_HEADER, in_query=False)
         # Cheap checks before the recogniser spends a second of CPU on the recording.
         pending = await _open_set(services, device, pending_id, nonce)
         with events.transcribing():
@@ -308,8 +308,12 @@ def _card_words(pending: PendingSet) -> tuple[str, ...]:
     )
 
 
-def _field(request: Request, fields: dict[str, str], name: str, header: str) -> str:
-    value = fields.get(name) or request.headers.get(header) or request.query_params.get(name)
+def _field(
+    request: Request, fields: dict[str, str], name: str, header: str, *, in_query: bool = True
+) -> str:
+    # The nonce never rides in a URL: URLs end up in access logs and proxy logs.
+    query = request.query_params.get(name) if in_query else None
+    value = fields.get(name) or request.headers.get(header) or query
     if not value:
         raise Refused(Reason.BAD_REQUEST, f"voice needs {name}")
     return value

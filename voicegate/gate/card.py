@@ -21,6 +21,8 @@ Markers after a value point at what a careful reader could still miss:
 - ``⚠ mixed scripts``: one string mixes Latin, Cyrillic, Greek, Armenian, Cherokee or Coptic
   letters (``pаypal`` with a Cyrillic ``а``). A real name in two scripts is flagged too; a
   warning costs a second look, a missed spoof costs the action.
+- ``⚠ looks like Latin letters``: every letter is a Cyrillic or Greek one drawn like a Latin
+  letter (``аѕһа``), a spoof that mixes no scripts.
 - ``⚠ look-alike characters``: fullwidth, mathematical or other styled letters and digits.
 - ``⚠ hidden characters``: the value held characters now shown as escapes.
 - ``⚠ not NFC``: combining sequences that look the same as a different string.
@@ -44,6 +46,12 @@ _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"}
 # Letters and marks that render as nothing although Unicode does not call them format chars.
 _INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
 _LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+# Cyrillic and Greek letters drawn like Latin ones. A string written only in these reads as a
+# Latin word ("аѕһа" for "asha") although no script is mixed.
+_LATIN_LOOKALIKES = frozenset(
+    "аеорсухѕіјһԁԛԝүӏкмнтвАВЕКМНОРСТХЅІЈҮ"
+    "οινρτυκαΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
+)
 _TRUNCATION = "… (+{} chars)"
 
 
@@ -123,6 +131,8 @@ def _findings(text: str) -> list[str]:
     found = []
     if _mixes_scripts(text):
         found.append("mixed scripts")
+    if _poses_as_latin(text):
+        found.append("looks like Latin letters")
     if any(_styled(ch) for ch in text):
         found.append("look-alike characters")
     # Newlines and tabs show as JSON escapes and hide nothing.
@@ -145,6 +155,11 @@ def _mixes_scripts(text: str) -> bool:
             if script in _LOOKALIKE_SCRIPTS:
                 scripts.add(script)
     return len(scripts) > 1
+
+
+def _poses_as_latin(text: str) -> bool:
+    letters = [ch for ch in text if unicodedata.category(ch).startswith("L")]
+    return bool(letters) and all(ch in _LATIN_LOOKALIKES for ch in letters)
 
 
 def _styled(ch: str) -> bool:

@@ -31,6 +31,7 @@ from voicegate.settings import (
     ServerConfig,
     check_startup,
     keys_for,
+    rate_limits_from,
     token_from,
 )
 from voicegate.store.base import Store
@@ -80,6 +81,13 @@ def _add_common(parser: argparse.ArgumentParser, *, default_db: str) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
     parser.add_argument("--user", default="owner", help="the user whose device approves")
     parser.add_argument("--public-url", default="", help="the URL devices and agents use")
+    parser.add_argument(
+        "--rate-limit",
+        action="append",
+        metavar="NAME=N",
+        help="change one device rate limit, e.g. answers_per_device=120 (names: "
+        "voice_per_device, voice_per_user, answers_per_device, answers_per_user, window)",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -131,6 +139,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         keys=keys_for(args.db),
         user=args.user,
         public_url=args.public_url,
+        rate_limits=rate_limits_from(args.rate_limit),
     )
 
 

@@ -257,22 +257,40 @@ def _read_av(kind: str, data: bytes, limits: Limits) -> tuple[npt.NDArray[np.flo
         rate = 0
         total = 0
         chunks: list[npt.NDArray[np.float64]] = []
-        resampler: Any = None
         for frame in container.decode(stream):
             if rate == 0:
                 rate = int(frame.sample_rate)
                 if rate not in SOURCE_RATES:
                     raise AudioRefused(Reason.UNSUPPORTED_FORMAT, f"{rate} Hz")
-                # Only format and layout change here; the rate is left to resample_poly.
-                resampler = av.AudioResampler(format="fltp", layout="mono", rate=rate)
             elif int(frame.sample_rate) != rate:
                 raise AudioRefused(Reason.CORRUPT, "the sample rate changes mid-stream")
-            for out in resampler.resample(frame):
-                chunk = np.asarray(out.to_ndarray(), dtype=np.float64).reshape(-1)
-                total += len(chunk)
-                if total > limits.max_seconds * rate + 1:
-                    raise AudioRefused(Reason.TOO_LONG, "decoded past the limit")
-                chunks.append(chunk)
+            chunk = _frame_samples(frame)
+            total += len(chunk)
+            if total > limits.max_seconds * rate + 1:
+                raise AudioRefused(Reason.TOO_LONG, "decoded past the limit")
+            chunks.append(chunk)
     if not chunks:
         raise AudioRefused(Reason.CORRUPT, "no audio frames")
     return np.concatenate(chunks)[:, None], rate
+
+
+_INT_SCALE = {"u8": 128.0, "s16": 32768.0, "s32": 2147483648.0, "s64": 2.0**63}
+
+
+def _frame_samples(frame: Any) -> npt.NDArray[np.float64]:
+    """One decoded frame as mono float samples.
+
+    Converted here rather than by FFmpeg's resampler, which pads and drops samples to follow the
+    frame timestamps (the first Opus frame in WebM is short), and so damages the waveform.
+    """
+    channels = len(frame.layout.channels)
+    raw = np.asarray(frame.to_ndarray())
+    x = raw.reshape(channels, -1).T if frame.format.is_planar else raw.reshape(-1, channels)
+    name = frame.format.name.rstrip("p")
+    if name == "u8":
+        y = (x.astype(np.float64) - 128.0) / 128.0
+    elif name in _INT_SCALE:
+        y = x.astype(np.float64) / _INT_SCALE[name]
+    else:
+        y = x.astype(np.float64)
+    return np.asarray(y.mean(axis=1), dtype=np.float64)

@@ -6,10 +6,10 @@ waveform's fine structure, so the test is the peak of the normalised cross-corre
 lags between two band-passed (300–1800 Hz), energy-trimmed, 4 kHz waveforms. A new take of the
 same word by the same voice never lines up sample for sample and stays well below the threshold.
 
-To check one upload against thousands of stored ones, a coarse stage first correlates 50 Hz
-energy envelopes of all of them at once (one batched FFT); only the best ``SHORTLIST`` go on to
-the exact waveform correlation. An exact hash of the decoded samples catches identical bytes
-before either stage.
+To check one upload against thousands of stored ones, a coarse stage first correlates the 100 Hz
+energy envelopes of four sub-bands of all of them at once (one batched FFT); only the best
+``SHORTLIST`` go on to the exact waveform correlation. An exact hash of the decoded samples
+catches identical bytes before either stage.
 
 What this cannot catch (a recording played through a loudspeaker into the microphone, a speed
 change, a new synthetic voice) is covered elsewhere: see docs/voice.md, "Replay fingerprint".
@@ -37,15 +37,21 @@ from voicegate.store.base import FingerprintStore
 from voicegate.voice.audio import SAMPLE_RATE, Clip
 
 RATE = 4000
-HOP = 80  # 20 ms at 4 kHz: one envelope value
+HOP = 80  # 20 ms at 4 kHz: the frame for edge trimming
 TRIM_DB = 25.0  # frames this far below the loudest are edge silence
 # Calibrated on the spoken-digit corpus (docs/voice.md): new takes of the same digit by the same
 # speaker stay below it in 99.9 % of pairs; replays after every listed transformation score above.
 THRESHOLD = 0.90
-SHORTLIST = 32
+SHORTLIST = 100
+UPSAMPLE = 4  # the exact stage resolves lags to 1/16 000 s
 MAGIC = b"VGF1"
 _HEADER = struct.Struct("<4s32sIf")  # magic, sha256 of the samples, length, int8 scale
 _BAND = butter(4, [300.0, 1800.0], btype="bandpass", fs=RATE, output="sos")
+ENV_HOP = 40  # 10 ms at 4 kHz: one envelope value
+_SUBBANDS = [
+    butter(2, [low, high], btype="bandpass", fs=RATE, output="sos")
+    for low, high in ((300.0, 600.0), (600.0, 1000.0), (1000.0, 1400.0), (1400.0, 1800.0))
+]
 
 Vector = npt.NDArray[np.float32]
 
@@ -56,7 +62,7 @@ class Print:
 
     digest: bytes
     wave: Vector = field(repr=False)
-    envelope: Vector = field(repr=False)
+    envelope: npt.NDArray[np.float32] = field(repr=False)
 
 
 def features(clip: Clip) -> bytes:
@@ -104,13 +110,16 @@ def _wave(samples: npt.NDArray[np.float32]) -> Vector:
     return np.asarray(y / norm if norm > 0.0 else y, dtype=np.float32)
 
 
-def _envelope(wave: Vector) -> Vector:
-    """Mean-removed, unit-norm 50 Hz energy envelope, for the coarse stage."""
-    n = max(len(wave) // HOP, 1)
-    padded = np.zeros(n * HOP, dtype=np.float32)
-    padded[: min(len(wave), n * HOP)] = wave[: n * HOP]
-    env = np.sqrt(np.mean(padded.reshape(n, HOP) ** 2, axis=1))
-    env = env - env.mean()
+def _envelope(wave: Vector) -> npt.NDArray[np.float32]:
+    """Mean-removed 100 Hz energy envelopes of four sub-bands (bands × frames), unit norm."""
+    n = max(len(wave) // ENV_HOP, 1)
+    padded = np.zeros(n * ENV_HOP, dtype=np.float64)
+    padded[: min(len(wave), n * ENV_HOP)] = wave[: n * ENV_HOP]
+    env = np.empty((len(_SUBBANDS), n))
+    for i, sos in enumerate(_SUBBANDS):
+        band = sosfilt(sos, padded)
+        env[i] = np.sqrt(np.mean(band.reshape(n, ENV_HOP) ** 2, axis=1))
+    env -= env.mean(axis=1, keepdims=True)
     norm = float(np.linalg.norm(env))
     return np.asarray(env / norm if norm > 0.0 else env, dtype=np.float32)
 
@@ -120,26 +129,42 @@ def _fft_size(n: int) -> int:
 
 
 def _exact(a: Vector, b: Vector) -> float:
-    """Peak normalised cross-correlation, re-normalised over the overlap at the peak lag.
+    """Peak normalised cross-correlation of two waveforms (see ``_exact_many``)."""
+    return float(_exact_many(a, [b])[0])
 
-    Re-normalising over the overlap lets a trimmed copy score as high as the whole one; the lag
-    is still chosen by the raw correlation, which favours long overlaps, so a short chance match
-    at the edge cannot win.
+
+def _exact_many(a: Vector, others: list[Vector]) -> npt.NDArray[np.float64]:
+    """Peak normalised cross-correlation of ``a`` with each of ``others``, in one batched FFT.
+
+    The score is re-normalised over the overlap at the peak lag, so a trimmed copy scores as high
+    as the whole one; the lag is still chosen by the raw correlation, which favours long
+    overlaps, so a short chance match at an edge cannot win.
     """
-    if len(a) == 0 or len(b) == 0:
-        return 0.0
-    size = _fft_size(len(a) + len(b) - 1)
-    c = np.fft.irfft(np.fft.rfft(a, size) * np.conj(np.fft.rfft(b, size)), size)
-    k = int(np.argmax(c))
-    lag = k if k < len(a) else k - size  # a[i + lag] lines up with b[i]
-    i0, i1 = max(0, -lag), min(len(b), len(a) - lag)
-    if i1 <= i0:
-        return 0.0
-    ea = float(np.dot(a[i0 + lag : i1 + lag], a[i0 + lag : i1 + lag]))
-    eb = float(np.dot(b[i0:i1], b[i0:i1]))
-    if ea <= 0.0 or eb <= 0.0:
-        return 0.0
-    return float(min(c[k] / math.sqrt(ea * eb), 1.0))
+    scores = np.zeros(len(others))
+    if len(a) == 0 or not others:
+        return scores
+    longest = max(len(b) for b in others)
+    size = _fft_size(len(a) + longest - 1)
+    block = np.zeros((len(others), longest), dtype=np.float32)
+    for r, b in enumerate(others):
+        block[r, : len(b)] = b
+    spectra = np.fft.rfft(a, size)[None, :] * np.conj(np.fft.rfft(block, size))
+    # Zero-padding the spectrum interpolates the correlation between 4 kHz samples: a copy that
+    # was cut or padded by a number of samples not divisible by four lines up only in between.
+    corr = np.fft.irfft(spectra, size * UPSAMPLE) * UPSAMPLE
+    energy_a = np.concatenate([[0.0], np.cumsum(a.astype(np.float64) ** 2)])
+    for r, b in enumerate(others):
+        k = int(np.argmax(corr[r]))
+        fine = k if k < len(a) * UPSAMPLE else k - size * UPSAMPLE
+        lag = round(fine / UPSAMPLE)  # a[i + lag] lines up with b[i]
+        i0, i1 = max(0, -lag), min(len(b), len(a) - lag)
+        if i1 <= i0 or corr[r, k] <= 0.0:
+            continue
+        ea = energy_a[i1 + lag] - energy_a[i0 + lag]
+        eb = float(np.dot(b[i0:i1], b[i0:i1]))
+        if ea > 0.0 and eb > 0.0:
+            scores[r] = min(corr[r, k] / math.sqrt(ea * eb), 1.0)
+    return scores
 
 
 class Library:
@@ -162,18 +187,20 @@ class Library:
         self.ids.append(fingerprint_id)
         self.prints.append(item)
         self._digests.setdefault(item.digest, fingerprint_id)
-        self._rows.setdefault(_fft_size(len(item.envelope)), []).append(index)
+        self._rows.setdefault(_fft_size(item.envelope.shape[1]), []).append(index)
 
     def match(self, query: Print, threshold: float = THRESHOLD) -> tuple[str, float] | None:
         """The stored recording this one replays, with its score, or None."""
         if query.digest in self._digests:
             return self._digests[query.digest], 1.0
-        best: tuple[str, float] | None = None
-        for index in self.shortlist(query):
-            score = _exact(query.wave, self.prints[index].wave)
-            if score >= threshold and (best is None or score > best[1]):
-                best = (self.ids[index], score)
-        return best
+        candidates = self.shortlist(query)
+        if not candidates:
+            return None
+        scores = _exact_many(query.wave, [self.prints[i].wave for i in candidates])
+        top = int(np.argmax(scores))
+        if scores[top] < threshold:
+            return None
+        return self.ids[candidates[top]], float(scores[top])
 
     def shortlist(self, query: Print, size: int = SHORTLIST) -> list[int]:
         """Indices of the ``size`` stored recordings whose envelopes line up best with the query."""
@@ -182,10 +209,11 @@ class Library:
         indices: list[npt.NDArray[np.intp]] = []
         scores: list[npt.NDArray[np.float32]] = []
         for length, rows in self._rows.items():
-            nfft = _fft_size(len(query.envelope) + length - 1)
+            nfft = _fft_size(query.envelope.shape[1] + length - 1)
             spectra = self._spectra_for(length, nfft)
-            q = np.fft.rfft(query.envelope, nfft).astype(np.complex64)
-            corr = np.fft.irfft(spectra * np.conj(q)[None, :], nfft, axis=1)
+            q = np.conj(np.fft.rfft(query.envelope, nfft, axis=1)).astype(np.complex64)
+            # Summing the band spectra before the inverse FFT sums the band correlations.
+            corr = np.fft.irfft(np.einsum("rbf,bf->rf", spectra, q), nfft, axis=1)
             scores.append(corr.max(axis=1).astype(np.float32))
             indices.append(np.asarray(rows, dtype=np.intp))
         all_scores = np.concatenate(scores)
@@ -198,11 +226,11 @@ class Library:
         cached = self._spectra.get((length, nfft))
         have = 0 if cached is None else len(cached)
         if have < len(rows):
-            block = np.zeros((len(rows) - have, length), dtype=np.float32)
+            block = np.zeros((len(rows) - have, len(_SUBBANDS), length), dtype=np.float32)
             for r, index in enumerate(rows[have:]):
                 env = self.prints[index].envelope
-                block[r, : len(env)] = env
-            fresh = np.fft.rfft(block, nfft, axis=1).astype(np.complex64)
+                block[r, :, : env.shape[1]] = env
+            fresh = np.fft.rfft(block, nfft, axis=2).astype(np.complex64)
             cached = fresh if cached is None else np.concatenate([cached, fresh])
             self._spectra[(length, nfft)] = cached
         assert cached is not None

@@ -106,7 +106,7 @@ def build_app(
         gate=gate,
         voice=voice,
         clock=clock,
-        settings=ServiceSettings(public_url=config.base_url),
+        settings=ServiceSettings(public_url=config.base_url, rate_limits=config.rate_limits),
         events=events,
     )
     assembly = Assembly(services, pool, catalog, tools, config)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# P1 and P2 on a CUDA GPU, installing what they need; about 5 minutes in all on a fresh machine.
+#
+#     benchmarks/gpu.sh            # JSON to $OUT/bench-gpu.json when OUT is set, else bench-out/
+#
+# CTranslate2's wheels from PyPI carry CUDA support; they need the CUDA 12 cuBLAS and cuDNN 9
+# libraries, which NVIDIA publishes as pip packages. Their folders go on LD_LIBRARY_PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+out_dir=${OUT:-bench-out}
+mkdir -p "$out_dir"
+python=${PYTHON:-python3}
+
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+if ! .venv/bin/python -c "import voicegate.bench, faster_whisper" 2>/dev/null; then
+    .venv/bin/pip install -q -e .
+fi
+.venv/bin/pip install -q nvidia-cublas-cu12 "nvidia-cudnn-cu12==9.*"
+libs=$(.venv/bin/python - <<'PY'
+import os
+import nvidia.cublas.lib
+import nvidia.cudnn.lib
+print(os.path.dirname(nvidia.cublas.lib.__file__) + ":" + os.path.dirname(nvidia.cudnn.lib.__file__))
+PY
+)
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "installed in $(( $(date +%s) - started )) s"
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+.venv/bin/python -c "import ctranslate2, sys; n = ctranslate2.get_cuda_device_count(); \
+print('ctranslate2', ctranslate2.__version__, 'CUDA devices', n); sys.exit(0 if n else 1)"
+
+# Whatever is left of the 5 minutes, and never less than two.
+left=$(( 300 - ($(date +%s) - started) ))
+[ "$left" -lt 120 ] && left=120
+timeout "$left" .venv/bin/voicegate bench p1 p2 --device cuda \
+    --json "$out_dir/bench-gpu.json" --work "${TMPDIR:-/tmp}/voicegate-bench-gpu"
+echo "done in $(( $(date +%s) - started )) s: $out_dir/bench-gpu.json"

