@@ -19,7 +19,7 @@ import soundfile as sf
 from voicegate.eval import runner
 from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
-from voicegate.gate.types import Decision, Stage
+from voicegate.gate.types import Decision
 from voicegate.reasons import Kind, Reason
 
 CASES = [
@@ -51,9 +51,7 @@ class Scripted:
         self.table = table or {}
         self.always = always
 
-    async def decide(
-        self, audio: bytes, *, user: str, cards: Any, stage: Stage, content_type: str | None = None
-    ) -> Heard:
+    async def decide(self, audio: bytes, **context: Any) -> Heard:
         if self.always is not None:
             return Heard(self.always)
         return Heard(
@@ -119,7 +117,7 @@ async def test_a_wrong_card_is_a_false_release(tmp_path: Path) -> None:
 
 def test_the_command_exits_2_on_a_bad_manifest(tmp_path: Path) -> None:
     (tmp_path / "m.jsonl").write_text('{"id": 1}\n', encoding="utf-8")
-    args = argparse.Namespace(manifest=tmp_path / "m.jsonl", limit=None, url=None)
+    args = argparse.Namespace(manifest=tmp_path / "m.jsonl", limit=None, url=None, agent=False)
     assert runner.run(args) == 2
 
 

@@ -90,6 +90,8 @@ class VoicePipeline:
         self._admitted = 0
         self._queue: list[_Waiting] = []
         self._running = 0
+        # The event loop keeps only weak references to tasks; these keep the drains alive.
+        self._drains: set[asyncio.Task[None]] = set()
 
     async def decide(
         self,
@@ -144,7 +146,7 @@ class VoicePipeline:
             hearing = await self._hear(utterance)
         except _Busy:
             return self._refused(Reason.BUSY, timings, fingerprint_id)
-        timings.update(hearing.timings_ms)
+        timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
         if hearing.refusal is not None:
             verdict = vocab.Verdict(Decision(Kind.REFUSE, reason=hearing.refusal), None, 0.0, "")
@@ -186,7 +188,9 @@ class VoicePipeline:
         self._queue.append(waiting)
         if self._running < self.workers:
             self._running += 1
-            asyncio.get_running_loop().create_task(self._drain())
+            task = asyncio.get_running_loop().create_task(self._drain())
+            self._drains.add(task)
+            task.add_done_callback(self._drains.discard)
         return await waiting.future
 
     async def _drain(self) -> None:

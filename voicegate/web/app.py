@@ -17,9 +17,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI, Response
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -33,6 +35,7 @@ from voicegate.mcp.policy import Policy
 from voicegate.mcp.server import GatedTools, GateOptions, build_server
 from voicegate.mcp.upstream import UpstreamError, UpstreamPool, UpstreamSpec
 from voicegate.observe import CONTENT_TYPE, Events
+from voicegate.reasons import NEXT_STEP, Reason
 from voicegate.secrets import Secret
 from voicegate.services import Services
 from voicegate.services import Settings as ServiceSettings
@@ -131,6 +134,8 @@ def build_app(
 
     app = FastAPI(title="voicegate", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.voicegate = assembly
+    app.add_exception_handler(HTTPException, _http_refusal)
+    app.add_exception_handler(RequestValidationError, _validation_refusal)
     app.router.routes.append(
         Route(
             "/mcp",
@@ -171,6 +176,19 @@ class BearerGate:
                 given = value
                 break
         return hmac.compare_digest(given, self._expected)
+
+
+async def _http_refusal(request: Request, exc: Exception) -> Response:
+    """Unknown paths and wrong methods answer with a reason code like every other refusal."""
+    assert isinstance(exc, HTTPException)
+    body = {"reason": Reason.BAD_REQUEST.value, "next_step": NEXT_STEP[Reason.BAD_REQUEST]}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _validation_refusal(request: Request, exc: Exception) -> Response:
+    """A body that does not fit the route's schema is a ``bad_request``, never a bare 422."""
+    body = {"reason": Reason.BAD_REQUEST.value, "next_step": NEXT_STEP[Reason.BAD_REQUEST]}
+    return JSONResponse(body, status_code=400)
 
 
 def _health(assembly: Assembly) -> APIRouter:
