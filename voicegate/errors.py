@@ -1,14 +1,14 @@
 """Exceptions raised by voicegate.
 
-    VoicegateError                 every error voicegate raises on purpose
-    ├── Refused(reason)            a check failed; carries a closed ``Reason``
-    │   ├── TokenRefused           a two-phase token was refused
-    │   ├── AudioRefused           uploaded audio was refused before transcription
-    │   ├── DeviceRefused          a device request was refused
-    │   └── Throttled              busy or rate limited; carries ``retry_after`` seconds
-    ├── StoreUnavailable           the store could not be reached; always fails closed
-    ├── ConfigError                the server was asked to start in an unsafe way
-    └── ModelError                 a recogniser model is missing or does not verify
+VoicegateError                 every error voicegate raises on purpose
+├── Refused(reason)            a check failed; carries a closed ``Reason``
+│   ├── TokenRefused           a two-phase token was refused
+│   ├── AudioRefused           uploaded audio was refused before transcription
+│   ├── DeviceRefused          a device request was refused
+│   └── Throttled              busy or rate limited; carries ``retry_after`` seconds
+├── StoreUnavailable           the store could not be reached; always fails closed
+├── ConfigError                the server was asked to start in an unsafe way
+└── ModelError                 a recogniser model is missing or does not verify
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from voicegate.errors import StoreUnavailable
+from voicegate.gate.core import Gate
 from voicegate.store.base import Store
 
 logger = logging.getLogger(__name__)
@@ -23,16 +23,20 @@ async def prune_once(store: Store, now: float, *, retention: float = FINGERPRINT
 
 
 async def keep_tidy(
-    store: Store,
-    clock: Callable[[], float],
+    gate: Gate,
     *,
     retention: float = FINGERPRINT_RETENTION,
     interval: float = INTERVAL,
+    lease: float,
 ) -> None:
-    """Run ``prune_once`` every ``interval`` seconds until cancelled; a store outage only waits."""
+    """Every ``interval`` seconds until cancelled: prune, and settle releases past their lease.
+
+    A store outage only waits for the next round.
+    """
     while True:
         try:
-            await prune_once(store, clock(), retention=retention)
+            await prune_once(gate.store, gate.clock(), retention=retention)
+            await gate.settle_interrupted(grace=lease)
         except StoreUnavailable as exc:
             logger.warning("housekeeping skipped: store unavailable (%s)", exc)
         await asyncio.sleep(interval)

@@ -39,6 +39,10 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()
     allows_writes: bool = True
     rate_limits: RateLimits = field(default_factory=RateLimits)
+    # A release still ``executing`` this long after its claim is taken as interrupted and
+    # settled as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is
+    # settled by whichever replica sweeps next.
+    release_lease: float = 600.0  # 10 minutes, in seconds
 
     @property
     def base_url(self) -> str:
@@ -47,6 +51,11 @@ class ServerConfig:
             return self.public_url.rstrip("/")
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def shared_store(self) -> bool:
+        """Whether other replicas may use the same database (PostgreSQL)."""
+        return self.db.startswith(("postgresql://", "postgres://"))
 
     @property
     def loopback(self) -> bool:
@@ -103,6 +112,18 @@ def keys_from_env(env: Mapping[str, str] = os.environ) -> KeyRing | None:
     """The signing ring from ``VOICEGATE_SECRET_KEYS`` (``id:secret,...``), or None."""
     raw = env.get(KEYS_ENV, "").strip()
     return KeyRing(raw) if raw else None
+
+
+LEASE_ENV = "VOICEGATE_RELEASE_LEASE"
+
+
+def lease_from(env: Mapping[str, str] = os.environ) -> float:
+    """The release lease in seconds from ``VOICEGATE_RELEASE_LEASE``, else 10 minutes."""
+    raw = env.get(LEASE_ENV, "").strip()
+    try:
+        return float(raw) if raw else 600.0
+    except ValueError as exc:
+        raise ConfigError(f"{LEASE_ENV} must be a number of seconds, not {raw!r}") from exc
 
 
 def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:

@@ -326,3 +326,18 @@ async def test_a_result_json_cannot_hold_is_kept_as_text_in_the_receipt(store, c
     assert outcome.released and outcome.pending.status is Status.CONFIRMED
     assert outcome.receipt is not None
     assert "unrecordable_result" in outcome.receipt.result
+
+
+async def test_settling_with_a_grace_leaves_a_release_another_replica_is_running(
+    store, clock, upstream
+):
+    gate = make_gate(store, clock, upstream)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    running = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
+    assert await store.pending.swap(pending, running)
+    clock.advance(60)
+    assert await gate.settle_interrupted(grace=600) == 0
+    assert (await gate.status(pending.id)).status is Status.EXECUTING
+    clock.advance(600)
+    assert await gate.settle_interrupted(grace=600) == 1
+    assert (await gate.status(pending.id)).status is Status.UNKNOWN

@@ -139,6 +139,9 @@ def start(
     env.update(
         VOICEGATE_SECRET_KEYS=keys,
         VOICEGATE_TOKEN=TOKEN,
+        # Settle a crashed release at the next start even on PostgreSQL: these tests restart
+        # one replica at a time and want its state at once, not after the 10-minute lease.
+        VOICEGATE_RELEASE_LEASE="0",
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )
     if fault is not None:

@@ -48,10 +48,7 @@ _INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
 _LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
 # Cyrillic and Greek letters drawn like Latin ones. A string written only in these reads as a
 # Latin word ("аѕһа" for "asha") although no script is mixed.
-_LATIN_LOOKALIKES = frozenset(
-    "аеорсухѕіјһԁԛԝүӏкмнтвАВЕКМНОРСТХЅІЈҮ"
-    "οινρτυκαΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
-)
+_LATIN_LOOKALIKES = frozenset("аеорсухѕіјһԁԛԝүӏкмнтвАВЕКМНОРСТХЅІЈҮοινρτυκαΑΒΕΖΗΙΚΜΝΟΡΤΥΧ")
 _TRUNCATION = "… (+{} chars)"
 
 

@@ -296,14 +296,21 @@ class Gate:
             user, request, mode="delegate", spend_key=None, spend_until=0.0
         )
 
-    async def settle_interrupted(self) -> int:
+    async def settle_interrupted(self, *, grace: float = 0.0) -> int:
         """After a crash: every set left ``executing`` becomes ``unknown`` with a receipt.
+
+        Only sets claimed at least ``grace`` seconds ago are settled, so a replica starting
+        beside others does not settle a release another replica is still running; a lone
+        process settles with no grace at start.
 
         A set whose receipt was already written (the crash came between the receipt and the
         record) takes the receipt's outcome instead, so it never gets a second receipt.
         """
         settled = 0
+        cutoff = self.clock() - grace
         for pending in await self.store.pending.list_by_status(Status.EXECUTING.value):
+            if (pending.decided_at or pending.created_at) > cutoff:
+                continue
             written = await self._receipt_of(pending)
             if written is not None:
                 if await self.store.pending.swap(pending, _recorded(pending, written)):

@@ -31,6 +31,7 @@ from voicegate.settings import (
     ServerConfig,
     check_startup,
     keys_for,
+    lease_from,
     rate_limits_from,
     token_from,
 )
@@ -137,6 +138,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         db=args.db,
         token=token_from(args.token),
         keys=keys_for(args.db),
+        release_lease=lease_from(),
         user=args.user,
         public_url=args.public_url,
         rate_limits=rate_limits_from(args.rate_limit),

@@ -41,7 +41,7 @@ HOP = 80  # 20 ms at 4 kHz: the frame for edge trimming
 TRIM_DB = 25.0  # frames this far below the loudest are edge silence
 # Calibrated on the spoken-digit corpus (docs/voice.md): new takes of the same digit by the same
 # speaker stay below it in 99.9 % of pairs; replays after every listed transformation score above.
-THRESHOLD = 0.90
+THRESHOLD = 0.92
 SHORTLIST = 100
 UPSAMPLE = 4  # the exact stage resolves lags to 1/16 000 s
 MAGIC = b"VGF1"

@@ -140,6 +140,7 @@ class FasterWhisperTranscriber:
         self._thresholds = thresholds
         self._max_new_tokens = max_new_tokens
         self._clock = clock
+        self._toks: dict[str, _Tok] = {}
 
     def transcribe(
         self,
@@ -159,6 +160,7 @@ class FasterWhisperTranscriber:
 
         t0 = self._clock()
         feats = np.stack([self._mel(u.samples) for u in utterances])
+        # On the host even with CUDA: phrase scoring slices it with numpy (about 3 MB a clip).
         encoded = self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
         t1 = self._clock()
         langs = self._languages(encoded, utterances)
@@ -259,7 +261,9 @@ class FasterWhisperTranscriber:
         ]
 
     def _tokenizer(self, lang: str) -> _Tok:
-        return _Tok(self._tokens, self.multilingual, lang)
+        if lang not in self._toks:
+            self._toks[lang] = _Tok(self._tokens, self.multilingual, lang)
+        return self._toks[lang]
 
 
 class _Tok:

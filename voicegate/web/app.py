@@ -122,10 +122,13 @@ def build_app(
             except UpstreamError as exc:
                 # Not fatal: the pool reconnects on first use; the collision check runs then.
                 logger.warning("upstream not reachable at start: %s", exc.detail)
-            settled = await gate.settle_interrupted()
+            # A lone process settles its own interrupted releases at once; replicas sharing a
+            # database wait out the lease, since another replica may still be mid-release.
+            grace = config.release_lease if config.shared_store else 0.0
+            settled = await gate.settle_interrupted(grace=grace)
             if settled:
                 logger.warning("%d interrupted writes marked unknown", settled)
-            tidy = asyncio.create_task(keep_tidy(store, clock))
+            tidy = asyncio.create_task(keep_tidy(gate, lease=config.release_lease))
             try:
                 async with manager.run():
                     yield
