@@ -299,12 +299,9 @@ def whisper_voice(model: str, langs: Sequence[str], device: str = "auto") -> Voi
     """The server's own pipeline: faster-whisper from disk and the replay guard on the store."""
 
     def make(store: Store) -> VoicePipeline:
-        from voicegate.voice.fingerprint import ReplayGuard
-        from voicegate.voice.pipeline import VoicePipeline
-        from voicegate.voice.transcribe import FasterWhisperTranscriber
+        from voicegate.voice.pipeline import default_pipeline
 
-        transcriber = FasterWhisperTranscriber(model, device=device)
-        return VoicePipeline(transcriber, ReplayGuard(store.fingerprints), languages=langs)
+        return default_pipeline(store.fingerprints, model=model, languages=langs, device=device)
 
     return make
 

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import logging
 import os
 import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from voicegate.errors import ConfigError
+if TYPE_CHECKING:  # the model runtime loads only when voice is switched on
+    from voicegate.voice.pipeline import VoicePipeline
+
+from voicegate.errors import ConfigError, ModelError
 from voicegate.gate.types import DeviceKind
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy, parse_modes, parse_pairs, split_globs
@@ -35,6 +37,7 @@ from voicegate.settings import (
     rate_limits_from,
     token_from,
 )
+from voicegate.store import open_store
 from voicegate.store.base import Store
 
 logger = logging.getLogger(__name__)
@@ -83,6 +86,16 @@ def _add_common(parser: argparse.ArgumentParser, *, default_db: str) -> None:
     parser.add_argument("--user", default="owner", help="the user whose device approves")
     parser.add_argument("--public-url", default="", help="the URL devices and agents use")
     parser.add_argument(
+        "--voice-model", default=None, help="tiny.en (default for English) or base (for Hindi)"
+    )
+    parser.add_argument(
+        "--lang",
+        action="append",
+        choices=("en", "hi"),
+        help="languages the recogniser listens for (repeat for several; default en)",
+    )
+    parser.add_argument("--no-voice", action="store_true", help="taps only, no recogniser")
+    parser.add_argument(
         "--rate-limit",
         action="append",
         metavar="NAME=N",
@@ -111,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     show_token = not (args.token or os.environ.get(TOKEN_ENV))
     banner = _serve_banner_with_token if show_token else _serve_banner
-    return asyncio.run(_serve(config, upstream, policy, banner=banner))
+    return asyncio.run(_serve(config, upstream, policy, args, banner=banner))
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -128,7 +141,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return 2
     upstream = UpstreamSpec.in_process(build_notes_server())
     policy = Policy(high_risk=("delete_*",))
-    return asyncio.run(_serve(config, upstream, policy, banner=_demo_banner))
+    return asyncio.run(_serve(config, upstream, policy, args, banner=_demo_banner))
 
 
 def _config(args: argparse.Namespace) -> ServerConfig:
@@ -145,41 +158,24 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-async def open_store(db: str) -> Store:
-    """Open the store named by ``db``: 'memory', a SQLite path, or a PostgreSQL DSN."""
-    from voicegate import store as stores
-
-    opener: Any = getattr(stores, "open_store", None)
-    if opener is not None:
-        opened = opener(db)
-        return await opened if inspect.isawaitable(opened) else opened  # type: ignore[no-any-return]
-    if db == "memory":
-        from voicegate.store.memory import MemoryStore
-
-        return MemoryStore()
-    from voicegate.store.sqlite import SqliteStore
-
-    return SqliteStore(db.removeprefix("sqlite:///"))
-
-
-def _voice_pipeline(store: Store) -> Any:
-    """The real recogniser when the voice pipeline and its model are installed, else None."""
-    try:
-        from voicegate.voice import pipeline as voice
-    except ImportError:
+def _voice_pipeline(store: Store, args: argparse.Namespace) -> VoicePipeline | None:
+    """The real recogniser, unless ``--no-voice``; a missing model is a clear error."""
+    if args.no_voice:
         return None
-    factory = getattr(voice, "default_pipeline", None)
-    if factory is None:
-        return None
-    try:
-        return factory(store)
-    except Exception as exc:  # boundary: a missing model leaves the demo tap-only
-        logger.warning("voice unavailable, taps only: %s", exc)
-        return None
+    from voicegate.voice.pipeline import default_pipeline
+
+    return default_pipeline(
+        store.fingerprints, model=args.voice_model, languages=args.lang or ("en",)
+    )
 
 
 async def _serve(
-    config: ServerConfig, upstream: UpstreamSpec, policy: Policy, *, banner: Any
+    config: ServerConfig,
+    upstream: UpstreamSpec,
+    policy: Policy,
+    args: argparse.Namespace,
+    *,
+    banner: Any,
 ) -> int:
     from voicegate.observe import configure_logging
     from voicegate.web.app import build_app
@@ -188,7 +184,7 @@ async def _serve(
     store = await open_store(config.db)
     try:
         check_startup(config, store_durable=bool(getattr(store, "durable", False)))
-        voice = _voice_pipeline(store)
+        voice = _voice_pipeline(store, args)
         app = build_app(config, upstream=upstream, policy=policy, store=store, voice=voice)
         server = uvicorn.Server(
             uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
@@ -196,7 +192,7 @@ async def _serve(
         await banner(config, store, voice)
         await server.serve()
         return 0 if server.started else 2
-    except ConfigError as exc:
+    except (ConfigError, ModelError) as exc:
         print(f"voicegate: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -22,6 +22,7 @@ from typing import Protocol
 from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
+from voicegate.store.base import FingerprintStore
 from voicegate.voice import consent, vocab
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
@@ -221,13 +222,36 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
+def default_pipeline(
+    fingerprints: FingerprintStore,
+    *,
+    model: str | None = None,
+    languages: Sequence[str] = ("en",),
+    device: str = "auto",
+) -> VoicePipeline:
+    """The real recogniser with a replay guard over ``fingerprints``.
+
+    ``model`` defaults to tiny.en for English alone and the multilingual base otherwise.
+    Raises ``ModelError`` when the model is not installed or does not verify.
+    """
+    from voicegate.voice.fingerprint import ReplayGuard
+    from voicegate.voice.transcribe import FasterWhisperTranscriber
+
+    langs = tuple(languages)
+    name = model or ("tiny.en" if langs == ("en",) else "base")
+    transcriber = FasterWhisperTranscriber(name, device=device)
+    return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``voicegate decide``."""
     parser.add_argument("audio", type=Path, help="a WAV, FLAC, OGG/Opus or WebM/Opus file")
     parser.add_argument("--cards", type=int, required=True, help="how many cards are open (1-5)")
     parser.add_argument("--stage", choices=[s.value for s in Stage], default=Stage.CHOOSE.value)
     parser.add_argument("--lang", choices=sorted(LEXICONS), action="append", dest="langs")
-    parser.add_argument("--model", default=None, help="tiny.en (English) or base (needs for hi)")
+    parser.add_argument(
+        "--model", default=None, help="tiny.en (English only) or base (multilingual, needed for hi)"
+    )
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--json", action="store_true", help="print JSON")
 
