@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voicegate.canonical import args_hash, canonical_json
+from voicegate.clock import ManualClock
 from voicegate.errors import TokenRefused
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, generate_secret
@@ -31,16 +32,8 @@ ALPHABET = string.ascii_letters + string.digits + "-_."
 NO_DEADLINE = settings(deadline=None)
 
 
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def codec(keys: KeyRing = RING, clock: Clock | None = None, ttl: float = 300.0) -> TokenCodec:
-    return TokenCodec(keys, ttl=ttl, clock=clock or Clock())
+def codec(keys: KeyRing = RING, clock: ManualClock | None = None, ttl: float = 300.0) -> TokenCodec:
+    return TokenCodec(keys, ttl=ttl, clock=clock or ManualClock(1_700_000_000.0))
 
 
 def refusal(token: Any, codec_: TokenCodec | None = None, /, **changes: str) -> Reason:
@@ -77,7 +70,7 @@ HEADER = {"alg": "HS256", "typ": "vgcf", "kid": "k1"}
 
 
 def test_a_fresh_token_verifies_and_returns_its_claims() -> None:
-    clock = Clock()
+    clock = ManualClock(1_700_000_000.0)
     tokens = codec(clock=clock)
     claims = tokens.verify(tokens.mint(**BINDING), **BINDING)
     assert isinstance(claims, Claims)
@@ -113,7 +106,7 @@ def test_every_token_has_its_own_jti() -> None:
 
 
 def test_jti_comes_from_the_injected_randomness() -> None:
-    tokens = TokenCodec(RING, clock=Clock(), token_bytes=lambda n: b"\x01" * n)
+    tokens = TokenCodec(RING, clock=ManualClock(1_700_000_000.0), token_bytes=lambda n: b"\x01" * n)
     assert tokens.verify(tokens.mint(**BINDING), **BINDING).jti == b64(b"\x01" * 16)
 
 
@@ -166,7 +159,7 @@ def test_changed_args_hash_is_refused_as_plan_changed() -> None:
 
 
 def test_token_past_expiry_is_refused_as_expired() -> None:
-    clock = Clock()
+    clock = ManualClock(1_700_000_000.0)
     tokens = codec(clock=clock)
     token = tokens.mint(**BINDING)
     clock.now += 299.999
@@ -176,7 +169,7 @@ def test_token_past_expiry_is_refused_as_expired() -> None:
 
 
 def test_ttl_is_configurable() -> None:
-    clock = Clock()
+    clock = ManualClock(1_700_000_000.0)
     tokens = codec(clock=clock, ttl=30)
     token = tokens.mint(**BINDING)
     clock.now += 30
@@ -203,7 +196,7 @@ def test_token_for_another_tool_or_target_is_refused_as_wrong_tool(change: dict[
 
 
 def test_checks_run_in_order_cheapest_and_most_definite_first() -> None:
-    clock = Clock()
+    clock = ManualClock(1_700_000_000.0)
     tokens = codec(clock=clock)
     token = tokens.mint(**BINDING)
     clock.now += 1000
@@ -355,7 +348,7 @@ def test_arbitrary_token_shaped_input_only_ever_raises_token_refused(rest: str) 
 @given(st.data())
 def test_any_tampered_token_is_refused(data: st.DataObject) -> None:
     # A fixed jti keeps the token, and so the drawn examples, the same on every run.
-    tokens = TokenCodec(RING, clock=Clock(), token_bytes=lambda n: b"\x07" * n)
+    tokens = TokenCodec(RING, clock=ManualClock(1_700_000_000.0), token_bytes=lambda n: b"\x07" * n)
     token = tokens.mint(**BINDING)
     position = data.draw(st.integers(0, len(token) - 1))
     replacement = data.draw(st.characters(exclude_characters=token[position]))

@@ -8,7 +8,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.device.kit import Clock, Executed, SigningDevice, paired_device
+from tests.device.kit import Executed, SigningDevice, paired_device
+from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
 from voicegate.gate.core import Gate
 from voicegate.secrets import KeyRing
@@ -18,8 +19,8 @@ from voicegate.store.base import Store
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ async def store() -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-def services(store: Store, clock: Clock, executed: Executed) -> Services:
+def services(store: Store, clock: ManualClock, executed: Executed) -> Services:
     gate = Gate(
         store,
         executor=executed,
@@ -56,5 +57,7 @@ async def client(services: Services) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
-async def device(client: httpx.AsyncClient, services: Services, clock: Clock) -> SigningDevice:
+async def device(
+    client: httpx.AsyncClient, services: Services, clock: ManualClock
+) -> SigningDevice:
     return await paired_device(client, services, clock)

@@ -11,25 +11,13 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.gate.types import DeviceKind
 from voicegate.services import Services
 
-START = 1_750_000_000.0
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+START = ManualClock().now
 
 
 @dataclass
@@ -46,7 +34,7 @@ class Executed:
 class SigningDevice:
     """A device whose private key exists only in this object, signing like the browser does."""
 
-    def __init__(self, client: httpx.AsyncClient, clock: Clock) -> None:
+    def __init__(self, client: httpx.AsyncClient, clock: ManualClock) -> None:
         self.client = client
         self.clock = clock
         self.key = ec.generate_private_key(ec.SECP256R1())
@@ -90,7 +78,7 @@ def _spki(key: ec.EllipticCurvePrivateKey) -> str:
 async def paired_device(
     client: httpx.AsyncClient,
     services: Services,
-    clock: Clock,
+    clock: ManualClock,
     *,
     user: str = "asha",
     kind: DeviceKind = DeviceKind.VOICE,

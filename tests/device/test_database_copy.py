@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from fastapi import FastAPI
 
-from tests.device.kit import Clock, Executed, paired_device
+from tests.device.kit import Executed, paired_device
+from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
 from voicegate.errors import DeviceRefused
@@ -35,7 +36,7 @@ NOTE = ActionRequest("write_note", {"name": "door", "text": "unlock"})
 
 @pytest.fixture
 async def sqlite_services(
-    tmp_path: Path, clock: Clock, executed: Executed
+    tmp_path: Path, clock: ManualClock, executed: Executed
 ) -> AsyncIterator[Services]:
     store = await open_store(str(tmp_path / "gate.db"))
     gate = Gate(
@@ -108,7 +109,7 @@ def private_keys_from(value: str | bytes) -> Iterator[ec.EllipticCurvePrivateKey
 
 
 async def test_copy_of_the_database_cannot_sign_an_approval(
-    tmp_path: Path, sqlite_services: Services, clock: Clock, executed: Executed
+    tmp_path: Path, sqlite_services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     services = sqlite_services
     app = FastAPI()

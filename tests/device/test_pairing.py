@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.device.kit import Clock
+from voicegate.clock import ManualClock
 from voicegate.device import pairing, signing
 from voicegate.device.pairing import complete_pairing, start_pairing
 from voicegate.errors import DeviceRefused
@@ -64,7 +64,7 @@ def wrong_codes(code: str, n: int) -> list[str]:
 GUESS_KEY = public_key()
 
 
-async def guess(store: Store, code: str, address: str, clock: Clock) -> Reason | None:
+async def guess(store: Store, code: str, address: str, clock: ManualClock) -> Reason | None:
     try:
         await complete_pairing(store, code, GUESS_KEY, source_address=address, clock=clock)
     except DeviceRefused as refused:
@@ -72,7 +72,9 @@ async def guess(store: Store, code: str, address: str, clock: Clock) -> Reason |
     return None
 
 
-async def test_code_is_eight_digits_and_stored_only_as_its_hash(store: Store, clock: Clock) -> None:
+async def test_code_is_eight_digits_and_stored_only_as_its_hash(
+    store: Store, clock: ManualClock
+) -> None:
     code = await start_pairing(store, "asha", DeviceKind.TAP, clock=clock)
     assert len(code) == 8 and code.isdigit()
     redeemed = await store.pairings.redeem(pairing.hash_code(code), clock())
@@ -81,7 +83,7 @@ async def test_code_is_eight_digits_and_stored_only_as_its_hash(store: Store, cl
 
 
 async def test_right_code_pairs_once_and_stores_only_the_public_key(
-    store: Store, clock: Clock
+    store: Store, clock: ManualClock
 ) -> None:
     code = await start_pairing(store, "asha", clock=clock)
     key = public_key()
@@ -99,13 +101,13 @@ async def test_right_code_pairs_once_and_stores_only_the_public_key(
     assert await guess(store, code, OWNER, clock) is Reason.BAD_PAIRING_CODE
 
 
-async def test_expired_code_is_refused(store: Store, clock: Clock) -> None:
+async def test_expired_code_is_refused(store: Store, clock: ManualClock) -> None:
     code = await start_pairing(store, "asha", clock=clock)
     clock.advance(pairing.CODE_TTL + 1)
     assert await guess(store, code, OWNER, clock) is Reason.BAD_PAIRING_CODE
 
 
-async def test_malformed_key_does_not_burn_the_code(store: Store, clock: Clock) -> None:
+async def test_malformed_key_does_not_burn_the_code(store: Store, clock: ManualClock) -> None:
     code = await start_pairing(store, "asha", clock=clock)
     with pytest.raises(DeviceRefused) as caught:
         await complete_pairing(store, code, {"kty": "EC"}, source_address=OWNER, clock=clock)
@@ -114,7 +116,7 @@ async def test_malformed_key_does_not_burn_the_code(store: Store, clock: Clock) 
 
 
 async def test_1000_parallel_guesses_from_one_address_get_five_checks_and_owner_still_pairs(
-    store: Store, clock: Clock, counted: CountingPairings
+    store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
     code = await start_pairing(store, "asha", clock=clock)
     reasons = await asyncio.gather(
@@ -128,7 +130,7 @@ async def test_1000_parallel_guesses_from_one_address_get_five_checks_and_owner_
 
 
 async def test_1000_parallel_guesses_from_1000_addresses_get_thirty_checks(
-    store: Store, clock: Clock, counted: CountingPairings
+    store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
     code = await start_pairing(store, "asha", clock=clock)
     guesses = [
@@ -150,7 +152,7 @@ async def test_1000_parallel_guesses_from_1000_addresses_get_thirty_checks(
 
 
 async def test_new_code_does_not_reset_an_address_budget(
-    store: Store, clock: Clock, counted: CountingPairings
+    store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
     code = await start_pairing(store, "asha", clock=clock)
     for c in wrong_codes(code, pairing.ADDRESS_LIMIT):

@@ -8,7 +8,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.device.kit import Clock, Executed, SigningDevice, paired_device
+from tests.device.kit import Executed, SigningDevice, paired_device
+from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
 from voicegate.gate.core import ActionRequest
@@ -40,7 +41,7 @@ async def tap(
 
 
 async def test_pending_lists_exact_card_text_stage_deadline_and_nonce(
-    device: SigningDevice, services: Services, clock: Clock
+    device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
     (shown,) = await pending_sets(device)
@@ -96,7 +97,7 @@ async def test_cancel_closes_the_set_and_runs_nothing(
 
 
 async def test_more_time_moves_the_deadline_and_never_shortens_it(
-    device: SigningDevice, services: Services, clock: Clock
+    device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
     clock.advance(100)
@@ -110,7 +111,7 @@ async def test_more_time_moves_the_deadline_and_never_shortens_it(
 
 
 async def test_more_time_runs_out_after_the_limit(
-    device: SigningDevice, services: Services, clock: Clock
+    device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
     for _ in range(services.gate.max_extensions):
@@ -120,7 +121,7 @@ async def test_more_time_runs_out_after_the_limit(
 
 
 async def test_another_users_device_cannot_see_or_answer_the_set(
-    client: httpx.AsyncClient, services: Services, clock: Clock, executed: Executed
+    client: httpx.AsyncClient, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     proposed = await propose(services)
     other = await paired_device(client, services, clock, user="ravi")
@@ -142,7 +143,7 @@ async def test_replayed_http_request_is_refused(device: SigningDevice, services:
 
 
 async def test_unsigned_and_stale_requests_are_refused_with_the_server_time(
-    device: SigningDevice, clock: Clock
+    device: SigningDevice, clock: ManualClock
 ) -> None:
     unsigned = await device.client.get("/device/pending")
     assert unsigned.status_code == 401 and unsigned.json()["reason"] == Reason.UNKNOWN_DEVICE
@@ -160,7 +161,7 @@ async def test_revoked_device_is_refused(device: SigningDevice, services: Servic
 
 
 async def test_voice_from_a_tap_only_device_is_refused(
-    client: httpx.AsyncClient, services: Services, clock: Clock
+    client: httpx.AsyncClient, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
     tapper = await paired_device(client, services, clock, kind=DeviceKind.TAP)
@@ -219,7 +220,7 @@ async def test_closed_store_answers_503_ledger_unavailable_and_releases_nothing(
 
 
 async def test_pairing_through_the_api_is_budgeted(
-    client: httpx.AsyncClient, services: Services, clock: Clock
+    client: httpx.AsyncClient, services: Services, clock: ManualClock
 ) -> None:
     refusals = []
     for _ in range(7):

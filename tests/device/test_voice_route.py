@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.device.kit import Clock, Executed, SigningDevice
+from tests.device.kit import Executed, SigningDevice
+from voicegate.clock import ManualClock
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk
 from voicegate.reasons import Reason
@@ -35,7 +36,7 @@ def heard(*texts: str) -> list[Hearing]:
     ]
 
 
-def with_voice(services: Services, clock: Clock, *texts: str) -> None:
+def with_voice(services: Services, clock: ManualClock, *texts: str) -> None:
     services.voice = VoicePipeline(
         FakeTranscriber(heard(*texts)), ReplayGuard(services.store.fingerprints, clock=clock)
     )
@@ -72,7 +73,11 @@ async def speak(
 
 @pytest.mark.parametrize("multipart", [False, True])
 async def test_saying_the_second_one_runs_the_second_action(
-    device: SigningDevice, services: Services, clock: Clock, executed: Executed, multipart: bool
+    device: SigningDevice,
+    services: Services,
+    clock: ManualClock,
+    executed: Executed,
+    multipart: bool,
 ) -> None:
     with_voice(services, clock, "The second one.")
     pending = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
@@ -86,7 +91,7 @@ async def test_saying_the_second_one_runs_the_second_action(
 
 
 async def test_the_same_recording_twice_is_refused_as_reused(
-    device: SigningDevice, services: Services, clock: Clock, executed: Executed
+    device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     with_voice(services, clock, "The second one.", "The second one.")
     audio = CLIP.read_bytes()
@@ -99,7 +104,7 @@ async def test_the_same_recording_twice_is_refused_as_reused(
 
 
 async def test_saying_more_time_moves_the_deadline(
-    device: SigningDevice, services: Services, clock: Clock, executed: Executed
+    device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     with_voice(services, clock, "More time.")
     pending = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
@@ -111,7 +116,7 @@ async def test_saying_more_time_moves_the_deadline(
 
 
 async def test_unclear_speech_says_what_to_say_instead(
-    device: SigningDevice, services: Services, clock: Clock, executed: Executed
+    device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     with_voice(services, clock, "Hmm, maybe.")
     pending = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
@@ -121,7 +126,7 @@ async def test_unclear_speech_says_what_to_say_instead(
 
 
 async def test_voice_with_a_stale_nonce_never_reaches_the_recogniser(
-    device: SigningDevice, services: Services, clock: Clock
+    device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     with_voice(services, clock)  # no scripted hearing: a call would fail
     pending = await services.gate.propose("asha", NOTES, risk=Risk.LOW)

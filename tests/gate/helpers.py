@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from voicegate.clock import ManualClock
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import (
     Decision,
@@ -21,19 +22,6 @@ from voicegate.gate.types import (
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store.base import Store
-
-
-class Clock:
-    """A clock tests move by hand."""
-
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass
@@ -54,7 +42,7 @@ def keys() -> KeyRing:
     return KeyRing([("k1", generate_secret())])
 
 
-def make_gate(store: Store, clock: Clock, upstream: Upstream) -> Gate:
+def make_gate(store: Store, clock: ManualClock, upstream: Upstream) -> Gate:
     return Gate(
         store,
         executor=upstream,
@@ -86,7 +74,7 @@ def actions(n: int) -> list[ActionRequest]:
 def evidence(
     pending: PendingSet,
     device: Device,
-    clock: Clock,
+    clock: ManualClock,
     kind: Kind,
     card: int | None = None,
     *,
@@ -107,4 +95,4 @@ def evidence(
     )
 
 
-__all__ = ["Clock", "Risk", "Upstream", "actions", "evidence", "make_gate", "pair"]
+__all__ = ["ManualClock", "Risk", "Upstream", "actions", "evidence", "make_gate", "pair"]

@@ -9,18 +9,19 @@ from pathlib import Path
 import pytest
 
 from voicegate.cli import main
+from voicegate.clock import ManualClock
 from voicegate.gate.core import Gate
 from voicegate.gate.types import Risk
 from voicegate.reasons import Kind
 from voicegate.settings import keys_for
 from voicegate.store import open_store
 
-from .helpers import Clock, Upstream, actions, evidence, pair
+from .helpers import Upstream, actions, evidence, pair
 
 
 async def _two_receipts(db: Path) -> None:
     store = await open_store(str(db))
-    clock = Clock()
+    clock = ManualClock()
     keys = keys_for(str(db), env={})
     assert keys is not None
     gate = Gate(store, executor=Upstream(), is_write=lambda t: True, receipt_keys=keys, clock=clock)

@@ -7,18 +7,19 @@ import dataclasses
 
 import pytest
 
+from voicegate.clock import ManualClock
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import DeviceKind, Modality, Risk, Stage, Status
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
 
-from .helpers import Clock, Upstream, actions, evidence, keys, make_gate, pair
+from .helpers import Upstream, actions, evidence, keys, make_gate, pair
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture

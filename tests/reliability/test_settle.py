@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from tests.gate.helpers import Clock, Upstream, actions, evidence, make_gate, pair
+from tests.gate.helpers import Upstream, actions, evidence, make_gate, pair
 from voicegate.cli import build_parser
+from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError
 from voicegate.gate import faults
 from voicegate.gate.core import INTERRUPTED
@@ -26,7 +27,7 @@ class Stopped(BaseException):
 async def test_a_release_stopped_after_its_receipt_settles_to_that_receipt_not_a_second_one() -> (
     None
 ):
-    store, clock, upstream = MemoryStore(), Clock(), Upstream()
+    store, clock, upstream = MemoryStore(), ManualClock(), Upstream()
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -54,7 +55,7 @@ async def test_a_release_stopped_after_its_receipt_settles_to_that_receipt_not_a
 
 
 async def test_a_release_stopped_before_its_receipt_settles_as_unknown_with_the_reason() -> None:
-    store, clock, upstream = MemoryStore(), Clock(), Upstream()
+    store, clock, upstream = MemoryStore(), ManualClock(), Upstream()
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)

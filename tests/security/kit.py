@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from tests.device.kit import Clock, SigningDevice, paired_device
+from tests.device.kit import SigningDevice, paired_device
+from voicegate.clock import ManualClock
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy, parse_modes
 from voicegate.mcp.upstream import UpstreamSpec
@@ -59,7 +60,7 @@ class World:
     app: FastAPI
     http: httpx.AsyncClient
     store: Store
-    clock: Clock
+    clock: ManualClock
     recogniser: Deaf
     device: SigningDevice
 
@@ -101,7 +102,7 @@ class World:
 @asynccontextmanager
 async def world(*, modes: str = "", voice: bool = True) -> AsyncIterator[World]:
     """The app with its lifespan running, and a voice device of user ``owner`` paired."""
-    clock = Clock()
+    clock = ManualClock()
     store = await open_store("memory")
     recogniser = Deaf()
     pipeline = VoicePipeline(recogniser, ReplayGuard(store.fingerprints, clock=clock))

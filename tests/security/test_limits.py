@@ -11,9 +11,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.device.kit import Clock, Executed, SigningDevice, paired_device
+from tests.device.kit import Executed, SigningDevice, paired_device
 from tests.security import audio
 from tests.security.kit import Deaf, Held
+from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import PendingSet, Risk
@@ -31,7 +32,7 @@ SMALL = RateLimits(
 
 
 def services_over(
-    store: Store, clock: Clock, *, voice: VoicePipeline | None = None, **settings: object
+    store: Store, clock: ManualClock, *, voice: VoicePipeline | None = None, **settings: object
 ) -> Services:
     gate = Gate(
         store,
@@ -73,7 +74,7 @@ async def wrong_tap(device: SigningDevice, pending: PendingSet) -> httpx.Respons
 async def test_taps_past_the_device_budget_are_rate_limited_until_the_window_turns(
     store: Store,
 ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     services = services_over(store, clock)
     async with client_for(services) as http:
         device = await paired_device(http, services, clock)
@@ -88,7 +89,7 @@ async def test_taps_past_the_device_budget_are_rate_limited_until_the_window_tur
 
 
 async def test_a_device_out_of_budget_does_not_spend_its_users_budget(store: Store) -> None:
-    clock = Clock()
+    clock = ManualClock()
     services = services_over(store, clock)
     async with client_for(services) as http:
         first = await paired_device(http, services, clock)
@@ -102,7 +103,7 @@ async def test_a_device_out_of_budget_does_not_spend_its_users_budget(store: Sto
 
 
 async def test_rate_limits_hold_across_two_replicas_sharing_one_database(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     path = str(tmp_path / "gate.db")
     one, two = await open_store(path), await open_store(path)
     try:
@@ -123,7 +124,7 @@ async def test_rate_limits_hold_across_two_replicas_sharing_one_database(tmp_pat
 
 
 async def test_voice_uploads_have_their_own_budget(store: Store) -> None:
-    clock = Clock()
+    clock = ManualClock()
     recogniser = Deaf()
     services = services_over(store, clock, voice=VoicePipeline(recogniser, None))
     async with client_for(services) as http:
@@ -141,7 +142,7 @@ async def test_voice_uploads_have_their_own_budget(store: Store) -> None:
 
 
 async def test_a_full_intake_answers_busy_before_reading_the_upload(store: Store) -> None:
-    clock = Clock()
+    clock = ManualClock()
     recogniser = Held()
     services = services_over(
         store, clock, voice=VoicePipeline(recogniser, None), max_voice_in_flight=1
@@ -180,7 +181,7 @@ async def test_a_full_intake_answers_busy_before_reading_the_upload(store: Store
 async def test_a_full_recogniser_queue_answers_busy_and_leaves_the_recording_unused(
     store: Store,
 ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     recogniser = Held()
     services = services_over(store, clock, voice=VoicePipeline(recogniser, None, max_waiting=1))
     async with client_for(services) as http:

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from starlette.testclient import TestClient
 
-from tests.device.kit import Clock, Executed, SigningDevice
+from tests.device.kit import Executed, SigningDevice
 from tests.security.kit import Deaf
+from voicegate.clock import ManualClock
 from voicegate.device.pairing import start_pairing
 from voicegate.device.routes import AUDIO_TYPES, device_router
 from voicegate.gate.core import ActionRequest, Gate
@@ -32,7 +33,7 @@ from voicegate.store.memory import MemoryStore
 from voicegate.voice.pipeline import VoicePipeline
 
 EXAMPLES = 100
-CLOCK = Clock()
+CLOCK = ManualClock()
 STORE = MemoryStore()
 EXECUTED = Executed()
 SERVICES = Services(

@@ -9,28 +9,15 @@ back, in payload order. A worker is ``async def worker(payload: dict, go) -> JSO
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from voicegate.bench.race import race as start_together
 from voicegate.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
-
-_BOOT = """
-import asyncio, importlib, json, sys
-module, name = sys.argv[1].split(":")
-worker = getattr(importlib.import_module(module), name)
-async def go():
-    print("ready", flush=True)
-    await asyncio.to_thread(sys.stdin.readline)
-result = asyncio.run(worker(json.loads(sys.argv[2]), go))
-print(json.dumps(result), flush=True)
-"""
 
 
 def race(
@@ -41,39 +28,7 @@ def race(
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _BOOT, target, json.dumps(payload)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for payload in payloads
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            if proc.stdout.readline().strip() != "ready":
-                _, err = proc.communicate(timeout=timeout)
-                raise RuntimeError(f"worker {target} failed before the start:\n{err}")
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        results = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
-            if proc.returncode != 0:
-                raise RuntimeError(f"worker {target} exited {proc.returncode}:\n{err}")
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        return results
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    return start_together(target, payloads, timeout=timeout, env=env)
 
 
 async def consume_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[None]]) -> int:

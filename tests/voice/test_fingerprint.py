@@ -14,6 +14,7 @@ import soundfile
 from scipy.signal import resample_poly
 
 from tests.conftest import require
+from voicegate.clock import ManualClock
 from voicegate.errors import AudioRefused
 from voicegate.gate.types import StoredFingerprint
 from voicegate.reasons import Reason
@@ -48,14 +49,6 @@ class DictFingerprints:
         old = [r for r in self.rows if r.created_at < before]
         self.rows = [r for r in self.rows if r.created_at >= before]
         return len(old)
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def wav(x: np.ndarray, rate: int = 16000, subtype: str = "PCM_16") -> bytes:
@@ -120,7 +113,7 @@ def test_features_of_another_version_are_rejected_on_load() -> None:
 
 async def test_the_same_clip_twice_is_refused_and_not_remembered_again() -> None:
     store = DictFingerprints()
-    guard = ReplayGuard(store, clock=Clock())
+    guard = ReplayGuard(store, clock=ManualClock(1_000_000.0))
     clip = tone_clip(300, 1)
     first = await guard.check_and_remember("ada", clip)
     with pytest.raises(AudioRefused) as caught:
@@ -130,7 +123,7 @@ async def test_the_same_clip_twice_is_refused_and_not_remembered_again() -> None
 
 
 async def test_a_clip_is_only_a_replay_for_the_same_user() -> None:
-    guard = ReplayGuard(DictFingerprints(), clock=Clock())
+    guard = ReplayGuard(DictFingerprints(), clock=ManualClock(1_000_000.0))
     clip = tone_clip(300, 1)
     await guard.check_and_remember("ada", clip)
     assert await guard.check_and_remember("bob", clip)
@@ -138,7 +131,7 @@ async def test_a_clip_is_only_a_replay_for_the_same_user() -> None:
 
 async def test_a_second_replica_sees_uploads_made_through_the_first() -> None:
     store = DictFingerprints()
-    clock = Clock()
+    clock = ManualClock(1_000_000.0)
     one, two = ReplayGuard(store, clock=clock), ReplayGuard(store, clock=clock)
     await two.check_and_remember("ada", tone_clip(500, 2))  # two builds its cache now
     clock.now += 5
@@ -151,7 +144,7 @@ async def test_a_second_replica_sees_uploads_made_through_the_first() -> None:
 
 async def test_a_recording_older_than_the_retention_is_forgotten() -> None:
     store = DictFingerprints()
-    clock = Clock()
+    clock = ManualClock(1_000_000.0)
     await ReplayGuard(store, retention=30 * DAY, clock=clock).check_and_remember(
         "ada", tone_clip(300, 1)
     )
@@ -162,7 +155,7 @@ async def test_a_recording_older_than_the_retention_is_forgotten() -> None:
 
 async def test_a_long_running_guard_rebuilds_its_cache_after_the_retention() -> None:
     store = DictFingerprints()
-    clock = Clock()
+    clock = ManualClock(1_000_000.0)
     guard = ReplayGuard(store, retention=30 * DAY, clock=clock)
     await guard.check_and_remember("ada", tone_clip(300, 1))
     clock.now += 31 * DAY
@@ -183,7 +176,7 @@ def test_the_original_is_found_among_more_clips_than_the_shortlist() -> None:
 async def test_a_replayed_real_take_is_refused_after_each_transformation(
     fsdd: Path, transform: str
 ) -> None:
-    guard = ReplayGuard(DictFingerprints(), clock=Clock())
+    guard = ReplayGuard(DictFingerprints(), clock=ManualClock(1_000_000.0))
     names = ["2_theo_17", "7_jackson_3", "5_nicolas_21", "9_yweweler_40"]
     for name in names:
         await guard.check_and_remember("ada", take(fsdd, name))
@@ -200,7 +193,7 @@ async def test_new_takes_of_the_same_digit_by_the_same_speaker_are_not_flagged(
     fsdd: Path,
 ) -> None:
     store = DictFingerprints()
-    guard = ReplayGuard(store, clock=Clock())
+    guard = ReplayGuard(store, clock=ManualClock(1_000_000.0))
     for speaker in ("jackson", "nicolas", "theo", "yweweler"):
         for n in range(15):
             await guard.check_and_remember(speaker, take(fsdd, f"3_{speaker}_{n}"))

@@ -27,9 +27,16 @@ print(json.dumps(result), flush=True)
 
 
 def race(
-    target: str, payloads: Sequence[Mapping[str, Any]], *, timeout: float = 300.0
+    target: str,
+    payloads: Sequence[Mapping[str, Any]],
+    *,
+    timeout: float = 300.0,
+    env: Mapping[str, str] | None = None,
 ) -> list[Any]:
-    """Run ``target`` ("module:function") once per payload, each in its own OS process."""
+    """Run ``target`` ("module:function") once per payload, each in its own OS process.
+
+    ``env`` replaces the environment of the workers (for example to put tests on the path).
+    """
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _BOOT, target, json.dumps(payload)],
@@ -37,6 +44,7 @@ def race(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=dict(env) if env is not None else None,
         )
         for payload in payloads
     ]

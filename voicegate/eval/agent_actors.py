@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from voicegate.canonical import args_hash
+from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.gate import card
 
@@ -35,20 +36,6 @@ class Call:
     def key(self) -> str:
         """Canonical identity: the hash the gate binds, so ``1.0`` and ``1`` are one action."""
         return args_hash({"tool": self.tool, "arguments": dict(self.arguments)})
-
-
-class Clock:
-    """The gate's clock; the suite moves it to expire sets, never sleeps."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward."""
-        self.now += seconds
 
 
 def visible(text: str) -> list[str]:
@@ -75,7 +62,7 @@ def _pem(key: ec.EllipticCurvePrivateKey) -> str:
 class Phone:
     """A paired device; its private key exists only in this object."""
 
-    def __init__(self, http: httpx.AsyncClient, clock: Clock, user: str) -> None:
+    def __init__(self, http: httpx.AsyncClient, clock: ManualClock, user: str) -> None:
         self.http = http
         self.clock = clock
         self.user = user

@@ -43,8 +43,9 @@ from mcp.types import (
 )
 
 from voicegate.canonical import canonical_json
+from voicegate.clock import ManualClock
 from voicegate.device.pairing import start_pairing
-from voicegate.eval.agent_actors import Agent, Call, Clock, Phone, User
+from voicegate.eval.agent_actors import Agent, Call, Phone, User
 from voicegate.gate.types import DeviceKind
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Mode, Policy
@@ -148,7 +149,7 @@ class Rig:
     store: Store
     db: Path
     bearer: str
-    clock: Clock
+    clock: ManualClock
     journal: Journal
     notes: MCPServer
     http: httpx.AsyncClient
@@ -173,7 +174,7 @@ class Rig:
 
 
 async def _paired(
-    rig_http: httpx.AsyncClient, store: Store, clock: Clock, user: str, kind: DeviceKind
+    rig_http: httpx.AsyncClient, store: Store, clock: ManualClock, user: str, kind: DeviceKind
 ) -> Phone:
     phone = Phone(rig_http, clock, user)
     answer = await phone.pair(await start_pairing(store, user, kind, clock=clock))
@@ -186,7 +187,7 @@ async def running(folder: Path) -> AsyncIterator[Rig]:
     """The gate on a free local port over SQLite in ``folder``, paired and ready."""
     journal = Journal()
     notes = build_notes_server()
-    clock = Clock(float(int(time.time())))
+    clock = ManualClock(float(int(time.time())))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
