@@ -62,6 +62,7 @@ def accuracy(t: FasterWhisperTranscriber, items: list[tuple[int, str, int]]) -> 
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     steps: dict[str, list[float]] = defaultdict(list)
     wrong: list[str] = []
+    rules: Counter[str] = Counter()  # the vocab.check rule behind each closed release
     for digit, speaker, take in items:
         name = f"{digit}_{speaker}_{take}"
         t0 = time.perf_counter()
@@ -77,7 +78,10 @@ def accuracy(t: FasterWhisperTranscriber, items: list[tuple[int, str, int]]) -> 
         else:
             scores = dict(hearing.scores)
             scored = [vocab.Scored(r.text, r.decision, scores[r.text]) for r in readings]
-            closed = vocab.check(free, scored, hearing.text).decision
+            verdict = vocab.check(free, scored, hearing.text)
+            closed = verdict.decision
+            if closed.releases:
+                rules[verdict.rule] += 1
         steps["grammar"].append((time.perf_counter() - t1) * 1000)
         c = counts[speaker]
         if 1 <= digit <= 5:
@@ -99,6 +103,7 @@ def accuracy(t: FasterWhisperTranscriber, items: list[tuple[int, str, int]]) -> 
     return {
         "per_speaker": {s: dict(c) for s, c in counts.items()},
         "total": dict(total),
+        "closed_releases_by_rule": dict(rules),
         "median_ms": {k: round(statistics.median(v), 1) for k, v in steps.items()},
         "wrong": wrong,
     }

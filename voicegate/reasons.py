@@ -94,7 +94,7 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.PLAN_CHANGED: "The arguments changed since the user approved; show the new preview.",
     Reason.ALREADY_USED: "The action may already have run; check before asking again.",
     Reason.LEDGER_UNAVAILABLE: "Nothing ran; the approval store is unreachable, retry shortly.",
-    Reason.UNSUPPORTED_FORMAT: "Send WAV, FLAC, OGG/Opus or WebM/Opus audio.",
+    Reason.UNSUPPORTED_FORMAT: "Send WAV, FLAC, OGG, WebM/Opus or MP4/AAC audio.",
     Reason.CORRUPT: "The recording could not be read; record again.",
     Reason.TOO_LARGE: "The recording is too large; record a shorter answer.",
     Reason.TOO_SHORT: "The recording is too short; hold the button while you speak.",

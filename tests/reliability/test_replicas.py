@@ -38,6 +38,10 @@ PROPOSING = 4
 # that every confirm reaches the gate and races.
 UNLIMITED = {"answers_per_device": 100_000, "answers_per_user": 100_000}
 
+# uvicorn closes an idle keep-alive connection after 5 s; a client that reuses one just as it
+# closes reads a reset. Dropping idle connections sooner than the server does avoids the race.
+SHORT_KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
+
 
 def replicas(tmp_path: Path, db: str, keys: str, log: Path) -> tuple[Served, Served]:
     """Two gate processes over ``db`` that share keys and token."""
@@ -67,8 +71,8 @@ async def test_2000_racing_confirms_over_two_replicas_run_each_of_200_writes_onc
     answers: list[tuple[str, int, str]] = []
     async with (
         running(a, b),
-        httpx.AsyncClient(base_url=a.base, timeout=60.0) as http_a,
-        httpx.AsyncClient(base_url=b.base, timeout=60.0) as http_b,
+        httpx.AsyncClient(base_url=a.base, timeout=60.0, limits=SHORT_KEEPALIVE) as http_a,
+        httpx.AsyncClient(base_url=b.base, timeout=60.0, limits=SHORT_KEEPALIVE) as http_b,
     ):
         phone = Phone()
         await phone.pair(shared_pg, http_a)
@@ -127,8 +131,8 @@ async def test_what_one_replica_approves_or_spends_the_other_sees_as_done(
         running(a, b),
         a.agent() as agent_a,
         b.agent() as agent_b,
-        httpx.AsyncClient(base_url=a.base) as http_a,
-        httpx.AsyncClient(base_url=b.base) as http_b,
+        httpx.AsyncClient(base_url=a.base, limits=SHORT_KEEPALIVE) as http_a,
+        httpx.AsyncClient(base_url=b.base, limits=SHORT_KEEPALIVE) as http_b,
     ):
         phone = Phone()
         await phone.pair(shared_pg, http_b)  # paired on b, used on a

@@ -70,8 +70,43 @@ def test_mishearing_of_another_card_keeps_the_grammar_refusal() -> None:
     assert check(SOUND_ALIKE, scores(-6.0, -1.0), "to", POLICY).decision == SOUND_ALIKE
 
 
-def test_unknown_words_are_not_rescued_by_scores() -> None:
-    assert check(NOT_UNDERSTOOD, scores(-1.0, -9.0), "banana", POLICY).decision == NOT_UNDERSTOOD
+def test_a_short_unreadable_transcript_with_a_clear_winner_is_rescued() -> None:
+    verdict = check(NOT_UNDERSTOOD, scores(-1.0, -9.0, to=-3.0), "Cool.", POLICY)
+    assert verdict.decision == TWO
+    assert verdict.rule == "rescued"
+
+
+def test_a_long_unreadable_transcript_is_not_rescued_by_prefix_scores() -> None:
+    # "two" may be only the start of what was said.
+    transcript = "two banana not really"
+    assert check(NOT_UNDERSTOOD, scores(-1.0, -9.0, to=-3.0), transcript, POLICY).decision == (
+        NOT_UNDERSTOOD
+    )
+
+
+def test_a_rescue_needs_the_wider_rescue_margin() -> None:
+    policy = Policy(margin=2.0, floor=-8.0, rescue_margin=3.0)
+    assert check(NOT_UNDERSTOOD, scores(-1.0, -3.5, to=-3.0), "Cool.", policy).decision == (
+        NOT_UNDERSTOOD
+    )
+
+
+def test_a_rescue_needs_the_rescue_floor() -> None:
+    assert check(NOT_UNDERSTOOD, scores(-7.0, -20.0, to=-9.0), "Cool.", POLICY).decision == (
+        NOT_UNDERSTOOD
+    )
+
+
+def test_a_sound_alike_reading_ahead_of_the_winner_blocks_a_rescue() -> None:
+    assert check(NOT_UNDERSTOOD, scores(-2.0, -9.0, to=-1.0), "Cool.", POLICY).decision == (
+        NOT_UNDERSTOOD
+    )
+
+
+def test_a_mishearing_of_another_card_is_never_rescued_for_the_winner() -> None:
+    # "for" names card four; the scores saying two is a contradiction.
+    assert check(NO_SPEECH, scores(-1.0, -9.0, to=-3.0), "for", POLICY).decision == NO_SPEECH
+    assert check(SOUND_ALIKE, scores(-1.0, -9.0, to=-3.0), "fife", POLICY).decision == SOUND_ALIKE
 
 
 def test_sound_alike_readings_take_no_part_in_the_contest() -> None:
@@ -137,3 +172,21 @@ def test_every_release_has_a_clear_winner_that_decides_it(
         assert verdict.winner.decision == verdict.decision
         assert verdict.margin >= POLICY.margin
         assert verdict.winner.score >= POLICY.floor
+
+
+@given(
+    grammar=st.sampled_from([SOUND_ALIKE, NOT_UNDERSTOOD, NO_SPEECH]),
+    two=st.floats(-30, 0),
+    three=st.floats(-30, 0),
+    to=st.floats(-30, 0),
+    transcript=st.sampled_from(
+        ["two three four", "banana is two", "two no three", "for", "fife", "Thank you."]
+    ),
+)
+def test_a_long_mishearing_or_hallucination_transcript_is_never_rescued(
+    grammar: Decision, two: float, three: float, to: float, transcript: str
+) -> None:
+    verdict = check(grammar, scores(two, three, to=to), transcript, POLICY)
+    assert verdict.rule != "rescued"
+    if verdict.decision.releases:
+        assert verdict.rule in {"misheard", "hallucination"}

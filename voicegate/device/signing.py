@@ -141,7 +141,8 @@ def verify(
 
 def _timestamp(text: str) -> float:
     # Whole seconds only: a short, exact form both sides print the same way.
-    if not text.isdigit() or len(text) > 12:
+    # str.isdigit accepts superscripts and other scripts' digits that int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
         raise DeviceRefused(Reason.STALE_REQUEST)
     return float(int(text))
 

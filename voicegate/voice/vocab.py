@@ -8,9 +8,12 @@ recogniser also scores every allowed reading against the audio. This module then
   out of range, ...): scoring can never turn those into a release;
 * lets a release stand only when the best-scored decision is the same one and beats every
   other decision by ``Policy.margin`` (log-probability) with a best score above ``Policy.floor``;
-* rescues a transcript the grammar could not read ("to", "tool", "Bye.", "Console.") only when
-  it is a known mishearing of the clear winner ("to" for card two), or, with a wider margin, a
-  known silence hallucination ("Thank you.").
+* rescues a transcript the grammar could not read ("to", "tool", "Bye.", "Console.") when it
+  is a known mishearing of the clear winner ("to" for card two), or, with a wider margin, a
+  known silence hallucination ("Thank you."), or when it is short (``Policy.rescue_words``) and
+  the winner leads every other decision, refusals included, by ``Policy.rescue_margin`` with a
+  score above ``Policy.rescue_floor``. Scores are prefix scores, so a long transcript, which may
+  say more after the number ("two, no, three"), is never rescued on scores alone.
 
 Everything else refuses with ``Reason.UNCLEAR``.
 """
@@ -70,6 +73,11 @@ class Policy:
     margin: float = 1.5
     hallucination_margin: float = 3.0
     floor: float = -8.0
+    # The rescue of a short unreadable transcript by scores alone. Chosen on FSDD takes 0-11 of
+    # "one".."five" and 0-5 of the other digits; checked on takes 25-34 / 25-29 (docs/voice.md).
+    rescue_margin: float = 2.0
+    rescue_floor: float = -6.0
+    rescue_words: int = 2
 
 
 DEFAULT_POLICY = Policy()
@@ -82,7 +90,7 @@ class Verdict:
     decision: Decision
     winner: Scored | None
     margin: float
-    rule: str  # "passed", "agreed", "misheard", "hallucination", "unclear", "no_scores"
+    rule: str  # "passed", "agreed", "misheard", "hallucination", "rescued", "unclear", "no_scores"
 
 
 def standings(scored: Sequence[Scored]) -> tuple[Scored | None, float]:
@@ -127,4 +135,32 @@ def check(
         return Verdict(best.decision, best, margin, "misheard")
     if heard in HALLUCINATIONS and margin >= policy.hallucination_margin:
         return Verdict(best.decision, best, margin, "hallucination")
+    if _rescues(grammar, best, margin, scored, heard, policy):
+        return Verdict(best.decision, best, margin, "rescued")
     return Verdict(grammar, best, margin, "unclear")
+
+
+def _rescues(
+    grammar: Decision,
+    best: Scored,
+    margin: float,
+    scored: Sequence[Scored],
+    heard: str,
+    policy: Policy,
+) -> bool:
+    """True when a short unreadable transcript may stand for a clear release winner."""
+    # A sound-alike transcript ("for") names its card already; a winner for another card ("one"
+    # ahead of "four" because "for" took the four's share) is a contradiction, not a rescue.
+    # For the same reason the winner must also beat the sound-alike readings themselves.
+    # A silence hallucination has its own, wider margin.
+    if grammar.reason == Reason.SOUND_ALIKE or heard in HALLUCINATIONS:
+        return False
+    if any(heard in words for words in MISHEARD.values()):
+        return False
+    return (
+        best.decision.releases
+        and margin >= policy.rescue_margin
+        and best.score >= policy.rescue_floor
+        and all(s.score <= best.score for s in scored)
+        and len(heard.split()) <= policy.rescue_words
+    )
