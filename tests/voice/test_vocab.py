@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from voicegate.gate.types import Decision
 from voicegate.reasons import Kind, Reason
 from voicegate.voice.vocab import (
+    DEFAULT_POLICY,
     UNCLEAR,
     UNREADABLE,
     Policy,
@@ -24,7 +25,7 @@ CANCEL = Decision(Kind.CANCEL)
 SOUND_ALIKE = Decision(Kind.REFUSE, reason=Reason.SOUND_ALIKE)
 NOT_UNDERSTOOD = Decision(Kind.REFUSE, reason=Reason.NOT_UNDERSTOOD)
 NO_SPEECH = Decision(Kind.REFUSE, reason=Reason.NO_SPEECH)
-POLICY = Policy(margin=2.0, hallucination_margin=4.0, floor=-8.0)
+POLICY = Policy(margin=2.0, hallucination_margin=4.0, floor=-8.0, rescue=True)
 
 
 def scores(two: float, three: float, cancel: float = -12.0, to: float = -1.0) -> list[Scored]:
@@ -85,7 +86,7 @@ def test_a_long_unreadable_transcript_is_not_rescued_by_prefix_scores() -> None:
 
 
 def test_a_rescue_needs_the_wider_rescue_margin() -> None:
-    policy = Policy(margin=2.0, floor=-8.0, rescue_margin=3.0)
+    policy = Policy(margin=2.0, floor=-8.0, rescue_margin=3.0, rescue=True)
     assert check(NOT_UNDERSTOOD, scores(-1.0, -3.5, to=-3.0), "Cool.", policy).decision == (
         NOT_UNDERSTOOD
     )
@@ -190,3 +191,10 @@ def test_a_long_mishearing_or_hallucination_transcript_is_never_rescued(
     assert verdict.rule != "rescued"
     if verdict.decision.releases:
         assert verdict.rule in {"misheard", "hallucination"}
+
+
+def test_the_default_policy_never_rescues_an_unreadable_transcript() -> None:
+    scored = [Scored("one", Decision(Kind.CHOOSE, 1), -1.0), Scored("two", TWO, -9.0)]
+    grammar = Decision(Kind.REFUSE, None, Reason.NOT_UNDERSTOOD)
+    verdict = check(grammar, scored, "I", DEFAULT_POLICY)
+    assert not verdict.decision.releases

@@ -78,6 +78,10 @@ class Policy:
     rescue_margin: float = 2.0
     rescue_floor: float = -6.0
     rescue_words: int = 2
+    # Off by default: in the full adversarial corpus it released card 1 for a spoken "won"
+    # (heard as "I"), a sound-alike the grammar refuses as text. A refusal costs a retry; a
+    # wrong release costs the action. Kept for measurement (benchmarks/voice_accuracy.py).
+    rescue: bool = False
 
 
 DEFAULT_POLICY = Policy()
@@ -153,7 +157,7 @@ def _rescues(
     # ahead of "four" because "for" took the four's share) is a contradiction, not a rescue.
     # For the same reason the winner must also beat the sound-alike readings themselves.
     # A silence hallucination has its own, wider margin.
-    if grammar.reason == Reason.SOUND_ALIKE or heard in HALLUCINATIONS:
+    if not policy.rescue or grammar.reason == Reason.SOUND_ALIKE or heard in HALLUCINATIONS:
         return False
     if any(heard in words for words in MISHEARD.values()):
         return False
