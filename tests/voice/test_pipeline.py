@@ -185,3 +185,15 @@ async def test_a_recogniser_failure_reaches_the_caller() -> None:
         pass
     else:
         raise AssertionError("expected ModelError")
+
+
+NARROW_YES = (("okay", -4.4), ("yes", -6.0), ("no", -6.2), ("wait", -9.3))
+
+
+async def test_a_narrow_yes_chooses_the_only_card_at_the_choose_stage() -> None:
+    assert await decide(heard("Oh, yeah.", NARROW_YES), cards=1) == Decision(Kind.CONFIRM)
+
+
+async def test_the_same_narrow_yes_is_unclear_for_a_high_risk_final_yes() -> None:
+    decision = await decide(heard("Oh, yeah.", NARROW_YES), stage=Stage.FINAL, cards=1)
+    assert decision.kind is Kind.REFUSE and decision.reason is Reason.UNCLEAR

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -29,6 +30,10 @@ from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 
 # Whisper language -> the grammar's lexicons for it.
 LEXICONS: Mapping[str, tuple[str, ...]] = {"en": ("en",), "hi": ("hi-Deva", "hi-Latn")}
+
+
+# The lead the winning reading needs at the final stage (a high-risk action's second yes).
+FINAL_MARGIN = 3.0
 
 
 class Guard(Protocol):
@@ -158,7 +163,7 @@ class VoicePipeline:
                 vocab.Scored(r.text, r.decision, scores.get(r.text, float("-inf")))
                 for r in readings
             ]
-            verdict = vocab.check(grammar, scored, hearing.text, self.policy)
+            verdict = vocab.check(grammar, scored, hearing.text, self._policy_for(stage))
         timings["grammar"] = _ms(self._clock() - t3)
         return VoiceResult(
             decision=verdict.decision,
@@ -182,6 +187,16 @@ class VoicePipeline:
             recogniser=self.transcriber.recogniser,
             model=self.transcriber.model,
         )
+
+    def _policy_for(self, stage: Stage) -> vocab.Policy:
+        """The final yes of a high-risk action needs a wider lead than a card choice.
+
+        In the adversarial corpus a Hindi hedge under 10 dB of noise was heard as "Oh, yeah."
+        with "okay" 1.9 ahead of "no": enough for a choice, too little for a high-risk yes.
+        """
+        if stage is not Stage.FINAL or self.policy.margin >= FINAL_MARGIN:
+            return self.policy
+        return dataclasses.replace(self.policy, margin=FINAL_MARGIN)
 
     async def _hear(self, utterance: Utterance) -> Hearing:
         """Queue one utterance for the next model call and wait for its hearing."""
