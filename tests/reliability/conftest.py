@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
-from tests.conftest import PG_DSN, require
 from tests.reliability.cluster import new_keys
-from tests.store.conftest import pg_reachable, run_sync, with_schema
-from voicegate.store import redact
+from tests.store.conftest import pg_schema, pg_url
 
-
-async def _drop(schema: str) -> None:
-    conn = await asyncpg.connect(PG_DSN, timeout=5)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    finally:
-        await conn.close()
+__all__ = ["executions", "keys", "pg_schema", "pg_url", "shared_pg"]
 
 
 @pytest.fixture
-def shared_pg() -> Iterator[str]:
+def shared_pg(pg_url: str) -> str:
     """A store URL on the test PostgreSQL in a schema of its own, dropped afterwards."""
-    require(pg_reachable(), f"PostgreSQL at {redact(PG_DSN)}")
-    schema = f"vg_rel_{secrets.token_hex(6)}"
-    yield with_schema(PG_DSN, schema)
-    run_sync(_drop(schema))
+    return pg_url
 
 
 @pytest.fixture
