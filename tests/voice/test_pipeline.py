@@ -56,8 +56,9 @@ async def test_spoken_card_number_with_agreeing_scores_chooses_that_card() -> No
     assert await decide(heard("Two.")) == Decision(Kind.CHOOSE, card=2)
 
 
-async def test_misheard_to_with_clear_scores_for_two_chooses_card_two() -> None:
-    assert await decide(heard("to")) == Decision(Kind.CHOOSE, card=2)
+async def test_a_sound_alike_to_is_refused_even_when_the_scores_say_two() -> None:
+    decision = await decide(heard("to"))
+    assert decision.kind is Kind.REFUSE and decision.reason is Reason.SOUND_ALIKE
 
 
 async def test_transcript_and_scores_that_disagree_refuse_as_unclear() -> None:

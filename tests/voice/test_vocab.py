@@ -61,9 +61,14 @@ def test_grammar_choice_without_scores_is_unclear() -> None:
 
 
 def test_known_mishearing_of_the_clear_winner_is_released() -> None:
-    verdict = check(SOUND_ALIKE, scores(-1.0, -6.0), "to", POLICY)
-    assert verdict.decision == TWO
+    verdict = check(NOT_UNDERSTOOD, scores(-6.0, -1.0), "tea", POLICY)
+    assert verdict.decision == THREE
     assert verdict.rule == "misheard"
+
+
+def test_a_sound_alike_is_never_released_however_clear_the_scores() -> None:
+    assert check(SOUND_ALIKE, scores(-0.1, -20.0, to=-30.0), "to", POLICY).decision == SOUND_ALIKE
+    assert check(SOUND_ALIKE, scores(-0.1, -20.0), "tool", DEFAULT_POLICY).decision == SOUND_ALIKE
 
 
 def test_mishearing_of_another_card_keeps_the_grammar_refusal() -> None:
@@ -106,7 +111,7 @@ def test_a_sound_alike_reading_ahead_of_the_winner_blocks_a_rescue() -> None:
 
 def test_a_mishearing_of_another_card_is_never_rescued_for_the_winner() -> None:
     # "for" names card four; the scores saying two is a contradiction.
-    assert check(NO_SPEECH, scores(-1.0, -9.0, to=-3.0), "for", POLICY).decision == NO_SPEECH
+    assert check(SOUND_ALIKE, scores(-1.0, -9.0, to=-3.0), "for", POLICY).decision == SOUND_ALIKE
     assert check(SOUND_ALIKE, scores(-1.0, -9.0, to=-3.0), "fife", POLICY).decision == SOUND_ALIKE
 
 
@@ -181,7 +186,7 @@ def test_every_release_has_a_clear_winner_that_decides_it(
     three=st.floats(-30, 0),
     to=st.floats(-30, 0),
     transcript=st.sampled_from(
-        ["two three four", "banana is two", "two no three", "for", "fife", "Thank you."]
+        ["two three four", "banana is two", "two no three", "or", "bye", "Thank you."]
     ),
 )
 def test_a_long_mishearing_or_hallucination_transcript_is_never_rescued(

@@ -31,8 +31,10 @@ from voicegate.voice.normalise import normalise
 UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
 
 # Grammar refusals that say "I could not read the words", not "the words say no".
-# Only these may be rescued by a clear closed-vocabulary winner.
-UNREADABLE = frozenset({Reason.NOT_UNDERSTOOD, Reason.SOUND_ALIKE, Reason.NO_SPEECH})
+# Only these may be rescued by a clear closed-vocabulary winner. A sound-alike ("to" for "two")
+# is not among them: it names no card, and scores cannot tell "to" from "two" (the full
+# adversarial corpus released three spoken sound-alikes when scores could overrule it).
+UNREADABLE = frozenset({Reason.NOT_UNDERSTOOD, Reason.NO_SPEECH})
 
 
 def _choose(card: int) -> Decision:
@@ -42,11 +44,10 @@ def _choose(card: int) -> Decision:
 # What Whisper writes for a card number it did not get right, seen on the spoken-digit corpus
 # (tiny.en). A transcript here is read as that card only when the scores agree clearly.
 MISHEARD: Mapping[Decision, frozenset[str]] = {
-    _choose(1): frozenset({"won", "on", "juan", "when", "wan"}),
-    _choose(2): frozenset({"to", "too", "tool", "tu"}),
-    _choose(3): frozenset({"tree", "free", "sri", "tea"}),
-    _choose(4): frozenset({"for", "fore", "or", "far"}),
-    _choose(5): frozenset({"fife", "hive", "bye", "fight"}),
+    _choose(1): frozenset({"on", "juan", "when"}),
+    _choose(3): frozenset({"sri", "tea"}),
+    _choose(4): frozenset({"or", "far"}),
+    _choose(5): frozenset({"hive", "bye", "fight"}),
     Decision(Kind.CANCEL): frozenset({"console", "council", "cancer"}),
 }
 
