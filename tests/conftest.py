@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -13,6 +14,12 @@ FSDD = CORPUS / "fsdd"
 FIXTURES = ROOT / "fixtures" / "audio"
 PG_DSN = os.environ.get("VOICEGATE_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# A loaded machine must not fail a property on time alone, and CI replays the same examples
+# every run; new examples are explored locally.
+settings.register_profile("local", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile("ci" if IN_CI else "local")
 
 
 def require(condition: bool, what: str) -> None:
