@@ -3,21 +3,28 @@
 For each case the runner opens a pending set of ``cards`` distinct ``write_note`` actions for
 the case's user (high risk and advanced to the final card by a signed tap when the case is at
 ``stage: final``), uploads the clip as a signed voice answer from that user's paired device,
-and then asks the upstream itself which note, if any, was written. The app runs in this process
-over an ASGI transport, with a memory store and the demo notes server as the upstream.
+and then asks the upstream itself which note, if any, was written. By default the app runs in
+this process over an ASGI transport, with a memory store and the demo notes server as the
+upstream. With ``--url`` it is a running ``voicegate serve`` in front of the notes server
+(``python -m voicegate.mcp.notes``): devices pair and answer over HTTP, the upstream is read
+through the server's MCP endpoint, and sets are proposed in the server's store (``--db``),
+since over MCP each write call opens a set of one card.
 """
 
 from __future__ import annotations
 
+import abc
 import argparse
 import asyncio
 import contextlib
 import json
 import logging
+import os
+import secrets
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,14 +33,18 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from voicegate.device import signing
+from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.eval import report
 from voicegate.eval.manifest import Case, ManifestError, load
 from voicegate.gate.types import DeviceKind, Risk, Stage
 from voicegate.reasons import Kind, Reason
+from voicegate.settings import TOKEN_ENV
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from mcp import Client
 
+    from voicegate.gate.core import Gate
     from voicegate.store.base import Store
     from voicegate.voice.pipeline import VoicePipeline
 
@@ -48,9 +59,10 @@ WRITE_TOOL = "write_note"
 READ_TOOL = "list_notes"
 
 
-def note_name(case: Case, card: int) -> str:
-    """The note card ``card`` of ``case`` writes: unique across the run."""
-    return f"{case.id}#{card}"
+def note_name(case: Case, card: int, tag: str = "") -> str:
+    """The note card ``card`` of ``case`` writes: unique across the run (``tag`` keeps it unique
+    across runs against one long-lived upstream)."""
+    return f"{tag}{case.id}#{card}"
 
 
 @dataclass(slots=True)
@@ -62,16 +74,30 @@ class PairedDevice:
     key: ec.EllipticCurvePrivateKey
 
 
-class Harness:
-    """The real app in this process: memory store, notes upstream, one device per user."""
+class BaseHarness(abc.ABC):
+    """What a case needs of a server: devices, sets, signed uploads and the upstream's notes.
 
-    def __init__(self, app: FastAPI, client: httpx.AsyncClient) -> None:
-        self.app = app
+    Sets are proposed through ``gate`` over the server's ``store``; everything a device does goes
+    over HTTP through ``client``. Subclasses say how a pairing phone reaches the server and how
+    the upstream is read.
+    """
+
+    def __init__(
+        self, client: httpx.AsyncClient, store: Store, gate: Gate, *, tag: str = ""
+    ) -> None:
         self.client = client
+        self.store = store
+        self.gate = gate
+        self.tag = tag
         self.devices: dict[str, PairedDevice] = {}
-        assembly = app.state.voicegate
-        self.services = assembly.services
-        self.pool = assembly.pool
+
+    @abc.abstractmethod
+    def phone(self, n: int) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        """The HTTP client the ``n``-th user's phone pairs with."""
+
+    @abc.abstractmethod
+    async def notes(self) -> set[str]:
+        """The names of the notes the upstream holds now."""
 
     async def signed(
         self,
@@ -91,29 +117,25 @@ class Harness:
     async def device(self, user: str) -> PairedDevice:
         """The paired voice device of ``user``, pairing it the first time.
 
-        Each user pairs from its own loopback address, as separate phones would, so the
-        per-address guessing budget is not what limits a run; past the global budget
-        (30 pairings in 10 minutes) the device is registered in the store directly, as an
-        operator could.
+        The code is made in the store as ``voicegate pair`` makes it and redeemed over
+        ``POST /device/pair``. Past the pairing budgets (5 per address and 30 in all in 10
+        minutes) the device is registered in the store directly, as an operator could.
         """
         if user in self.devices:
             return self.devices[user]
         from voicegate.device.pairing import start_pairing
         from voicegate.gate.types import Device
 
-        store = self.services.store
-        code = await start_pairing(store, user, DeviceKind.VOICE)
+        code = await start_pairing(self.store, user, DeviceKind.VOICE)
         key = ec.generate_private_key(ec.SECP256R1())
         jwk = json.loads(signing.normalise_public_key(_spki(key)))
-        n = len(self.devices) + 2
-        transport = httpx.ASGITransport(app=self.app, client=(f"127.0.{n // 250}.{n % 250}", 5))
-        async with httpx.AsyncClient(transport=transport, base_url=self.client.base_url) as phone:
+        async with self.phone(len(self.devices) + 2) as phone:
             answer = await phone.post(
                 "/device/pair", json={"code": code, "public_key": jwk, "name": f"eval {user}"}
             )
         if answer.status_code == 429:
-            device_id = f"dev_eval_{len(self.devices)}"
-            await store.devices.add(
+            device_id = f"dev_eval_{secrets.token_hex(6)}"
+            await self.store.devices.add(
                 Device(
                     device_id,
                     user,
@@ -124,9 +146,13 @@ class Harness:
                     name=f"eval {user}",
                 )
             )
-        else:
-            answer.raise_for_status()
+        elif answer.is_success:
             device_id = answer.json()["device_id"]
+        else:
+            raise ConfigError(
+                f"pairing a device for {user} failed ({answer.status_code} {answer.text[:200]}); "
+                "the server must use the same store as the eval"
+            )
         paired = PairedDevice(device_id, user, key)
         self.devices[user] = paired
         return paired
@@ -145,11 +171,11 @@ class Harness:
         from voicegate.gate.core import ActionRequest
 
         actions = [
-            ActionRequest(WRITE_TOOL, {"name": note_name(case, k), "text": f"card {k}"})
+            ActionRequest(WRITE_TOOL, {"name": note_name(case, k, self.tag), "text": f"card {k}"})
             for k in range(1, case.cards + 1)
         ]
         risk = Risk.HIGH if case.stage is Stage.FINAL else Risk.LOW
-        pending = await self.services.gate.propose(case.user, actions, risk=risk)
+        pending = await self.gate.propose(case.user, actions, risk=risk)
         return str(pending.id)
 
     async def advance(self, device: PairedDevice, case: Case, pending_id: str) -> None:
@@ -173,9 +199,8 @@ class Harness:
 
     async def written(self, case: Case) -> int | None:
         """Which of the case's cards the upstream wrote (asked of the upstream, not the gate)."""
-        result = await self.pool.call_tool(READ_TOOL, {})
-        notes = _notes(result.structured_content, result.content)
-        done = [k for k in range(1, case.cards + 1) if note_name(case, k) in notes]
+        notes = await self.notes()
+        done = [k for k in range(1, case.cards + 1) if note_name(case, k, self.tag) in notes]
         if len(done) > 1:
             raise RuntimeError(f"{case.id}: several writes ran: {done}")
         return done[0] if done else None
@@ -184,8 +209,52 @@ class Harness:
         """Cancel what the answer left waiting, so each case starts alone."""
         from voicegate.gate.types import Status
 
-        if (await self.services.gate.status(pending_id)).status is Status.WAITING:
-            await self.services.gate.cancel(pending_id, user=user)
+        if (await self.gate.status(pending_id)).status is Status.WAITING:
+            await self.gate.cancel(pending_id, user=user)
+
+
+class Harness(BaseHarness):
+    """The real app in this process: memory store, notes upstream, one device per user."""
+
+    def __init__(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        assembly = app.state.voicegate
+        super().__init__(client, assembly.services.store, assembly.services.gate)
+        self.app = app
+        self.services = assembly.services
+        self.pool = assembly.pool
+
+    def phone(self, n: int) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        """Each user pairs from its own loopback address, as separate phones would, so the
+        per-address guessing budget is not what limits a run."""
+        transport = httpx.ASGITransport(app=self.app, client=(f"127.0.{n // 250}.{n % 250}", 5))
+        return httpx.AsyncClient(transport=transport, base_url=self.client.base_url)
+
+    async def notes(self) -> set[str]:
+        """The notes of the in-process upstream, read through the app's upstream session."""
+        result = await self.pool.call_tool(READ_TOOL, {})
+        return _notes(result.structured_content, result.content)
+
+
+class RemoteHarness(BaseHarness):
+    """A running ``voicegate serve``: its store shared, its device API and MCP endpoint over
+    HTTP. The upstream is read through the server's read pass-through as an agent reads it."""
+
+    def __init__(
+        self, client: httpx.AsyncClient, store: Store, gate: Gate, agent: Client, *, tag: str
+    ) -> None:
+        super().__init__(client, store, gate, tag=tag)
+        self.agent = agent
+
+    def phone(self, n: int) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        """Every phone pairs from this machine's address (past its budget, see ``device``)."""
+        return contextlib.nullcontext(self.client)
+
+    async def notes(self) -> set[str]:
+        """The upstream's notes, through ``list_notes`` on the server's MCP endpoint."""
+        result = await self.agent.call_tool(READ_TOOL, {})
+        if result.is_error:
+            raise RuntimeError(f"{READ_TOOL} failed through {self.client.base_url}: {result}")
+        return _notes(result.structured_content, result.content)
 
 
 def _spki(key: ec.EllipticCurvePrivateKey) -> str:
@@ -220,7 +289,7 @@ def parse_answer(status: int, body: Any) -> tuple[str, int | None, str | None, t
 
 
 async def run_case(
-    harness: Harness, case: Case, *, timer: Callable[[], float] = time.perf_counter
+    harness: BaseHarness, case: Case, *, timer: Callable[[], float] = time.perf_counter
 ) -> report.Result:
     """One case end to end; the latency is the voice upload's round trip."""
     device = await harness.device(case.user)
@@ -295,6 +364,72 @@ async def in_process(make_voice: VoiceFactory) -> AsyncIterator[Harness]:
         await store.close()
 
 
+# A voice answer on a loaded server waits for the recogniser; the first loads the model.
+REMOTE_TIMEOUT = 300.0
+DB_ENV = "VOICEGATE_DB"
+
+
+@contextlib.asynccontextmanager
+async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
+    """A running ``voicegate serve`` at ``url``, over its store ``db``, with the agent ``token``.
+
+    The MCP endpoint opens one-card sets only, so sets are proposed by a gate in this process
+    over the server's own store (SQLite file or PostgreSQL), where the server finds them. That
+    gate only proposes, reads and cancels; releasing is the server's, so it signs nothing and a
+    fresh key ring does. Raises ``ConfigError`` when the server, its token or its store is wrong.
+    """
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from voicegate.gate.core import Gate
+    from voicegate.secrets import KeyRing
+    from voicegate.store import MemoryStore, SqliteStore, store_for
+
+    store = store_for(db)
+    if isinstance(store, MemoryStore):
+        raise ConfigError("--db memory is this process's alone; give the store the server uses")
+    if isinstance(store, SqliteStore) and not store.runner.path.is_file():
+        raise ConfigError(f"no SQLite store at {store.runner.path}; give the server's --db")
+    bearer = {"Authorization": f"Bearer {token}"}
+    base = url.rstrip("/")
+    async with httpx.AsyncClient(base_url=base, timeout=REMOTE_TIMEOUT) as client:
+        await _check_server(client, bearer)
+        await store.start()
+        try:
+            gate = Gate(
+                store,
+                executor=_no_release,
+                is_write=WRITE_TOOL.__eq__,
+                receipt_keys=KeyRing.generate(),
+            )
+            async with create_mcp_http_client(headers=bearer) as http:
+                transport = streamable_http_client(base + "/mcp", http_client=http)
+                async with Client(transport, cache=None) as agent:
+                    # A fresh prefix per run: a long-lived upstream keeps earlier runs' notes.
+                    tag = f"eval-{secrets.token_hex(4)}/"
+                    yield RemoteHarness(client, store, gate, agent, tag=tag)
+        finally:
+            await store.close()
+
+
+async def _check_server(client: httpx.AsyncClient, bearer: dict[str, str]) -> None:
+    """The server answers and takes the token; ``ConfigError`` saying which is wrong, if not."""
+    try:
+        health = await client.get("/healthz")
+        probe = await client.post("/mcp", json={}, headers=bearer)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"cannot reach {client.base_url}: {exc!r}") from exc
+    if health.status_code != 200:
+        raise ConfigError(f"{client.base_url}/healthz answered {health.status_code}")
+    if probe.status_code == 401:
+        raise ConfigError(f"the server refused the bearer token (--token or ${TOKEN_ENV})")
+
+
+async def _no_release(tool: str, arguments: Mapping[str, Any]) -> Any:
+    raise RuntimeError(f"the eval never releases {tool}; the server does")
+
+
 def whisper_voice(model: str, langs: Sequence[str], device: str = "auto") -> VoiceFactory:
     """The server's own pipeline: faster-whisper from disk and the replay guard on the store."""
 
@@ -307,7 +442,7 @@ def whisper_voice(model: str, langs: Sequence[str], device: str = "auto") -> Voi
 
 
 async def evaluate(
-    cases: Sequence[Case], harness: Harness, *, progress: bool = True
+    cases: Sequence[Case], harness: BaseHarness, *, progress: bool = True
 ) -> list[report.Result]:
     """Run ``cases`` in order (a replay must follow its original) and collect the results."""
     from tqdm import tqdm
@@ -338,15 +473,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", type=Path, help="write the JSON summary here")
     parser.add_argument("--report", type=Path, help="write report.md and PNG plots here")
-    parser.add_argument("--url", help="a running server instead of the in-process app")
+    parser.add_argument(
+        "--url", help="a running voicegate serve (in front of the notes upstream) instead"
+    )
+    parser.add_argument(
+        "--db",
+        help="with --url: the server's store, as its --db gives it (default: $VOICEGATE_DB)",
+    )
+    parser.add_argument(
+        "--token", help=f"with --url: the server's agent bearer token (default: ${TOKEN_ENV})"
+    )
     parser.add_argument("--limit", type=int, help="run only the first N cases")
-    parser.add_argument("--model", default="base", help="recogniser model (default: base)")
+    parser.add_argument(
+        "--model", default="base", help="recogniser model (default: base; not with --url)"
+    )
     parser.add_argument(
         "--lang",
         action="append",
         dest="langs",
         choices=["en", "hi"],
-        help="recogniser languages (default: en and hi)",
+        help="recogniser languages (default: en and hi; with --url the server's own)",
     )
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -360,20 +506,80 @@ def write_outputs(results: Sequence[report.Result], args: argparse.Namespace) ->
         args.json.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", "utf-8")
     if args.report:
         plots = report.write_plots(results, args.report)
-        command = "voicegate eval " + shlex.join(sys.argv[2:]) if len(sys.argv) > 2 else ""
+        shown = _shown(sys.argv[2:])
+        command = "voicegate eval " + shlex.join(shown) if shown else ""
         text = report.markdown(results, command=command, plots=plots)
         (args.report / "report.md").write_text(text, encoding="utf-8")
     return doc
 
 
+def _shown(argv: Sequence[str]) -> list[str]:
+    """The command line fit for a report: the token masked, a store password redacted."""
+    from voicegate.store import redact
+
+    def hide(flag: str, value: str) -> str:
+        return "***" if flag == "--token" else redact(value)
+
+    shown: list[str] = []
+    for word in argv:
+        flag, eq, value = word.partition("=")
+        if shown and shown[-1] in ("--token", "--db") and not word.startswith("-"):
+            word = hide(shown[-1], word)
+        elif eq and flag in ("--token", "--db"):
+            word = f"{flag}={hide(flag, value)}"
+        shown.append(word)
+    return shown
+
+
+def remote_options(args: argparse.Namespace) -> tuple[str, str, str] | None:
+    """``(url, db, token)`` for a run against a running server, None for the in-process app;
+    ``ConfigError`` when ``--url`` lacks what it needs."""
+    url = getattr(args, "url", None)
+    db = getattr(args, "db", None)
+    token = getattr(args, "token", None)
+    if not url:
+        if db or token:
+            raise ConfigError("--db and --token go with --url; the in-process app has its own")
+        return None
+    db = db or os.environ.get(DB_ENV, "")
+    token = token or os.environ.get(TOKEN_ENV, "")
+    missing = []
+    if not db:
+        missing.append(
+            f"--db, the store the server was started with (a SQLite file or a PostgreSQL DSN; "
+            f"default ${DB_ENV}): sets of several cards are proposed there"
+        )
+    if not token:
+        missing.append(f"--token, the server's agent bearer token (default ${TOKEN_ENV})")
+    if missing:
+        raise ConfigError("--url needs " + " and ".join(missing))
+    return url, db, token
+
+
+def _problem(exc: BaseException) -> ConfigError | StoreUnavailable | None:
+    """The setup error behind ``exc``, looking inside the groups a task group raises."""
+    if isinstance(exc, ConfigError | StoreUnavailable):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _problem(inner)) is not None:
+                return found
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the manifest; exit 1 on any false release, 2 on a bad manifest."""
+    """Run the manifest; exit 1 on any false release, 2 on a bad manifest or setup."""
     if args.agent:
         from voicegate.eval import agent
 
         return agent.run(args)
     if args.manifest is None:
         print("voicegate eval: --manifest or --agent is required", file=sys.stderr)
+        return 2
+    try:
+        server = remote_options(args)
+    except ConfigError as exc:
+        print(f"voicegate eval: {exc}", file=sys.stderr)
         return 2
     try:
         cases = load(args.manifest)
@@ -384,16 +590,24 @@ def run(args: argparse.Namespace) -> int:
         cases = cases[: args.limit]
     # One line per refused answer would bury the progress bar.
     logging.getLogger("voicegate").setLevel(logging.WARNING)
-    if args.url:
-        print("--url: running against a remote server is not supported yet", file=sys.stderr)
-        return 2
 
     async def go() -> list[report.Result]:
+        progress = not args.no_progress
+        if server is not None:
+            async with remote(*server) as harness:
+                return await evaluate(cases, harness, progress=progress)
         voice = whisper_voice(args.model, tuple(args.langs or ("en", "hi")), args.device)
         async with in_process(voice) as harness:
-            return await evaluate(cases, harness, progress=not args.no_progress)
+            return await evaluate(cases, harness, progress=progress)
 
-    results = asyncio.run(go())
+    try:
+        results = asyncio.run(go())
+    except (ConfigError, StoreUnavailable, ExceptionGroup) as exc:
+        problem = _problem(exc)
+        if problem is None:
+            raise
+        print(f"voicegate eval: {problem}", file=sys.stderr)
+        return 2
     doc = write_outputs(results, args)
     lat = doc["latency_ms"]
     print(
