@@ -355,6 +355,10 @@ class Gate:
         if not secrets.compare_digest(evidence.nonce.encode(), pending.nonce.encode()):
             return checks.fail("for_this_set", Reason.WRONG_SET)
         checks.ok("for_this_set")
+        # A set that is closed refuses before the device is looked up: most answers that lose a
+        # race for the same set end here, one store read sooner.
+        if pending.status is not Status.WAITING:
+            return checks.fail("set_open", Reason.NOT_OPEN)
         device = await self.store.devices.get(evidence.device_id)
         if device is None:
             return checks.fail("paired_device_of_user", Reason.UNKNOWN_DEVICE)
@@ -366,8 +370,6 @@ class Gate:
             return checks.fail("paired_device_of_user", Reason.DEVICE_CANNOT_SPEAK)
         checks.ok("paired_device_of_user")
         now = self.clock()
-        if pending.status is not Status.WAITING:
-            return checks.fail("set_open", Reason.NOT_OPEN)
         if now > pending.deadline:
             return checks.fail("set_open", Reason.SET_EXPIRED)
         checks.ok("set_open")
