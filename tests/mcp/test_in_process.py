@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 from voicegate.errors import ConfigError
 from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
@@ -60,6 +61,28 @@ async def test_catalog_trusts_hints_only_without_strict() -> None:
         assert not trusting.is_write("list_notes")
         assert strict.is_write("list_notes")
         assert trusting.is_write("write_note") and trusting.is_write("never_listed")
+
+
+async def test_catalog_follows_a_changed_listing_and_policy() -> None:
+    server = build_notes_server()
+    async with UpstreamPool(UpstreamSpec.in_process(server)) as pool:
+        catalog = Catalog(pool, Policy())
+        await catalog.start()
+        assert await pool.listing() is await pool.listing()  # one cached listing, not copies
+        assert await catalog.lookup("extra") is None and catalog.is_write("extra")
+
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+        def extra() -> str:
+            """Added later, as a read."""
+            return "x"
+
+        assert await catalog.lookup("extra") is None  # the upstream has not said it changed
+        pool.invalidate_tools()
+        listed = await catalog.lookup("extra")
+        assert listed is not None and listed.name == "extra"
+        assert not catalog.is_write("extra") and not catalog.is_write("list_notes")
+        catalog.policy = Policy(strict=True)  # a new policy applies at once, cache or not
+        assert catalog.is_write("extra") and catalog.is_write("list_notes")
 
 
 def test_writes_on_a_public_address_need_a_secret_and_a_durable_store() -> None:
