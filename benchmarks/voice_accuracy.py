@@ -33,7 +33,7 @@ import soundfile as sf
 
 from voicegate.gate.types import Stage
 from voicegate.voice import audio, consent, models, vocab
-from voicegate.voice.pipeline import VoicePipeline
+from voicegate.voice.pipeline import VoicePipeline, scored_readings
 from voicegate.voice.transcribe import FasterWhisperTranscriber
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,9 +76,8 @@ def accuracy(t: FasterWhisperTranscriber, items: list[tuple[int, str, int]]) -> 
         if hearing.refusal is not None:
             closed = consent.refuse(hearing.refusal)
         else:
-            scores = dict(hearing.scores)
-            scored = [vocab.Scored(r.text, r.decision, scores[r.text]) for r in readings]
-            verdict = vocab.check(free, scored, hearing.text)
+            scored = scored_readings(readings, hearing.scores)
+            verdict = vocab.check(free, scored, hearing.text, confidence=hearing.avg_logprob)
             closed = verdict.decision
             if closed.releases:
                 rules[verdict.rule] += 1

@@ -99,3 +99,9 @@ def test_plain_yes_reading_is_ambiguous_among_several_cards() -> None:
 def test_readings_of_several_languages_do_not_repeat_a_text() -> None:
     texts = [r.text for r in readings(5, Stage.CHOOSE, LANGS)]
     assert len(texts) == len(set(texts))
+
+
+def test_homophones_take_no_part_in_the_contest_and_near_misses_do() -> None:
+    competes = {r.text: r.competes for r in readings(5, Stage.CHOOSE, LANGS)}
+    assert not any(competes[text] for text in ("to", "for", "won", "do", "दो", "तो", "टू"))
+    assert all(competes[text] for text in ("two", "tooth", "tool", "true", "tree", "fife"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import threading
 from collections.abc import Sequence
@@ -198,3 +199,12 @@ async def test_a_narrow_yes_chooses_the_only_card_at_the_choose_stage() -> None:
 async def test_the_same_narrow_yes_is_unclear_for_a_high_risk_final_yes() -> None:
     decision = await decide(heard("Oh, yeah.", NARROW_YES), stage=Stage.FINAL, cards=1)
     assert decision.kind is Kind.REFUSE and decision.reason is Reason.UNCLEAR
+
+
+async def test_an_unsure_recogniser_releases_nothing() -> None:
+    unsure = dataclasses.replace(heard("Two."), avg_logprob=-3.0)
+    result = await VoicePipeline(FakeTranscriber([unsure]), None).decide(
+        speech(), user="u", cards=3, stage=Stage.CHOOSE
+    )
+    assert result.decision == Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+    assert result.rule == "unsure"

@@ -34,7 +34,7 @@ def scores(two: float, three: float, cancel: float = -12.0, to: float = -1.0) ->
         Scored("the second one", TWO, two - 3),
         Scored("three", THREE, three),
         Scored("cancel", CANCEL, cancel),
-        Scored("to", SOUND_ALIKE, to),
+        Scored("to", SOUND_ALIKE, to, competes=False),
     ]
 
 
@@ -115,11 +115,22 @@ def test_a_mishearing_of_another_card_is_never_rescued_for_the_winner() -> None:
     assert check(SOUND_ALIKE, scores(-1.0, -9.0, to=-3.0), "fife", POLICY).decision == SOUND_ALIKE
 
 
-def test_sound_alike_readings_take_no_part_in_the_contest() -> None:
+def test_homophone_readings_take_no_part_in_the_contest() -> None:
     best, margin = standings(scores(-1.5, -6.0, to=-0.5))
     assert best is not None
     assert best.decision == TWO
     assert margin == 4.5
+
+
+def test_a_near_miss_reading_competes_with_the_number() -> None:
+    # A spoken "tooth" written as "2": the near miss scores close behind "two", so no release.
+    near = [*scores(-1.0, -9.0), Scored("tooth", SOUND_ALIKE, -1.6)]
+    best, margin = standings(near)
+    assert best is not None and best.decision == TWO and math.isclose(margin, 0.6)
+    assert check(TWO, near, "2", POLICY).decision == UNCLEAR
+    assert (
+        check(TWO, [*scores(-1.0, -9.0), Scored("tooth", SOUND_ALIKE, -6.0)], "2").decision == TWO
+    )
 
 
 def test_a_lone_decision_has_an_infinite_lead() -> None:
@@ -203,3 +214,13 @@ def test_the_default_policy_never_rescues_an_unreadable_transcript() -> None:
     grammar = Decision(Kind.REFUSE, None, Reason.NOT_UNDERSTOOD)
     verdict = check(grammar, scored, "I", DEFAULT_POLICY)
     assert not verdict.decision.releases
+
+
+def test_nothing_is_released_below_the_recogniser_confidence_floor() -> None:
+    # A spoken "tooth" under reverberation written "2" at -2.9 per token, "two" far ahead.
+    unsure = check(TWO, scores(-1.0, -9.0), "2", DEFAULT_POLICY, confidence=-2.9)
+    assert unsure.decision == UNCLEAR and unsure.rule == "unsure"
+    assert check(TWO, scores(-1.0, -9.0), "2", DEFAULT_POLICY, confidence=-1.9).decision == TWO
+    assert check(TWO, scores(-1.0, -9.0), "2", confidence=math.nan).decision == UNCLEAR
+    # A refusal or a cancel stays what it was, however unsure.
+    assert check(CANCEL, scores(-1.0, -9.0), "cancel", confidence=-9.0).decision == CANCEL

@@ -51,6 +51,9 @@ class Reading:
     text: str
     lang: str
     decision: Decision
+    # False for a homophone of a number ("to" beside "two"): scores cannot tell them apart,
+    # so it takes no part in the closed-vocabulary contest.
+    competes: bool = True
 
 
 def refuse(reason: Reason) -> Decision:
@@ -231,7 +234,7 @@ def readings(cards: int, stage: Stage, langs: Sequence[str] = ("en",)) -> list[R
             for text, decision in _expand(lexicon, group, cards, stage):
                 if text not in seen:
                     seen.add(text)
-                    result.append(Reading(text, lang, decision))
+                    result.append(Reading(text, lang, decision, group != "sound_alike"))
     return result
 
 
@@ -247,7 +250,7 @@ def _expand(
                 text = _fill(template, card, lexicon)
                 if text is not None:
                     yield text, Decision(Kind.CHOOSE, card=card)
-        elif group == "sound_alike" and choosing:
+        elif group in ("sound_alike", "near_miss") and choosing:
             if lexicon.sound_alikes.get(normalise(template), cards + 1) <= cards:
                 yield template, refuse(Reason.SOUND_ALIKE)
         elif group == "yes":

@@ -39,7 +39,17 @@ WORD_LISTS = (
     "noise",
 )
 NUMBER_MAPS = ("cardinals", "ordinals", "sound_alikes")
-READING_GROUPS = ("card", "yes", "cancel", "wait", "hedge", "negation", "question", "sound_alike")
+READING_GROUPS = (
+    "card",
+    "yes",
+    "cancel",
+    "wait",
+    "hedge",
+    "negation",
+    "question",
+    "sound_alike",
+    "near_miss",
+)
 
 # The only lists that may share a phrase: "no" cancels and negates; "do" is the Hindi two
 # inside "do number" but a sound-alike on its own.
@@ -98,7 +108,10 @@ class Readings:
     hedge: tuple[str, ...] = ()
     negation: tuple[str, ...] = ()
     question: tuple[str, ...] = ()
+    # Homophones of a number ("to" for two): scores cannot tell them apart from the number.
     sound_alike: tuple[str, ...] = ()
+    # Sound-alikes that do not sound the same ("tooth", "tree"): scored against the number.
+    near_miss: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

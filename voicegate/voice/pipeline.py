@@ -59,6 +59,17 @@ class VoiceResult:
     rule: str = ""
 
 
+def scored_readings(
+    readings: Sequence[consent.Reading], scores: Sequence[tuple[str, float]]
+) -> list[vocab.Scored]:
+    """Each reading with the recogniser's score for it (minus infinity when it has none)."""
+    by_text = dict(scores)
+    return [
+        vocab.Scored(r.text, r.decision, by_text.get(r.text, float("-inf")), r.competes)
+        for r in readings
+    ]
+
+
 class _Busy(Exception):
     """The queue in front of the recogniser is full."""
 
@@ -158,12 +169,13 @@ class VoicePipeline:
             verdict = vocab.Verdict(Decision(Kind.REFUSE, reason=hearing.refusal), None, 0.0, "")
         else:
             grammar = consent.decide(hearing.text, cards, stage, card_words)
-            scores = dict(hearing.scores)
-            scored = [
-                vocab.Scored(r.text, r.decision, scores.get(r.text, float("-inf")))
-                for r in readings
-            ]
-            verdict = vocab.check(grammar, scored, hearing.text, self._policy_for(stage))
+            verdict = vocab.check(
+                grammar,
+                scored_readings(readings, hearing.scores),
+                hearing.text,
+                self._policy_for(stage),
+                confidence=hearing.avg_logprob,
+            )
         timings["grammar"] = _ms(self._clock() - t3)
         return VoiceResult(
             decision=verdict.decision,

@@ -63,6 +63,9 @@ class Scored:
     text: str
     decision: Decision
     score: float
+    # False for a homophone of a number ("to" beside "two"): it sounds the same by
+    # construction, so its score cannot separate it from the number.
+    competes: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,11 @@ class Policy:
     # (heard as "I"), a sound-alike the grammar refuses as text. A refusal costs a retry; a
     # wrong release costs the action. Kept for measurement (benchmarks/voice_accuracy.py).
     rescue: bool = False
+    # Nothing is released when the free decoding's own average token log-probability is below
+    # this (a token probability of about 14 %): in the full adversarial corpus a spoken "tooth"
+    # under heavy reverberation was written "2" at -2.9, with "two" far ahead in the scores.
+    # On 500 FSDD takes it refused 3 of 277 right answers; -2.5 refused 1 (docs/voice.md).
+    confidence_floor: float = -2.0
 
 
 DEFAULT_POLICY = Policy()
@@ -95,17 +103,18 @@ class Verdict:
     decision: Decision
     winner: Scored | None
     margin: float
-    rule: str  # "passed", "agreed", "misheard", "hallucination", "rescued", "unclear", "no_scores"
+    # "passed", "agreed", "misheard", "hallucination", "rescued", "unclear", "unsure", "no_scores"
+    rule: str
 
 
 def standings(scored: Sequence[Scored]) -> tuple[Scored | None, float]:
     """The best reading and its lead over the best reading that decides something else.
 
-    Sound-alike readings ("to" beside "two") sound the same as the number by construction, so
-    their scores cannot separate them; they take no part in the contest.
+    Homophones of a number ("to" beside "two") sound the same by construction, so their
+    scores cannot separate them; they take no part in the contest. Near misses ("tooth",
+    "tree") do: a "tooth" heard as "2" must not win as card two.
     """
-    contest = [s for s in scored if s.decision.reason != Reason.SOUND_ALIKE]
-    contest = [s for s in contest if math.isfinite(s.score)]
+    contest = [s for s in scored if s.competes and math.isfinite(s.score)]
     if not contest:
         return None, 0.0
     best = max(contest, key=lambda s: s.score)
@@ -119,9 +128,25 @@ def key(transcript: str) -> str:
 
 
 def check(
-    grammar: Decision, scored: Sequence[Scored], transcript: str, policy: Policy = Policy()
+    grammar: Decision,
+    scored: Sequence[Scored],
+    transcript: str,
+    policy: Policy = Policy(),
+    *,
+    confidence: float = 0.0,
 ) -> Verdict:
-    """The decision after the closed-vocabulary check of the grammar's reading of ``transcript``."""
+    """The decision after the closed-vocabulary check of the grammar's reading of ``transcript``.
+
+    ``confidence`` is the free decoding's average token log-probability; below
+    ``policy.confidence_floor`` a release becomes ``UNCLEAR`` (rule "unsure").
+    """
+    verdict = _check(grammar, scored, transcript, policy)
+    if verdict.decision.releases and not confidence >= policy.confidence_floor:
+        return Verdict(UNCLEAR, verdict.winner, verdict.margin, "unsure")
+    return verdict
+
+
+def _check(grammar: Decision, scored: Sequence[Scored], transcript: str, policy: Policy) -> Verdict:
     if not grammar.releases and not (grammar.kind == Kind.REFUSE and grammar.reason in UNREADABLE):
         return Verdict(grammar, None, 0.0, "passed")
     best, margin = standings(scored)
