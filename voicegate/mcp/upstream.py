@@ -128,7 +128,7 @@ class UpstreamPool:
         self.connects = 0  # sessions opened so far, for health reporting and tests
         self._conn: _Connection | None = None
         self._lock = anyio.Lock()
-        self._tools: tuple[Tool, ...] | None = None
+        self._tools: list[Tool] | None = None
         self._tools_generation = 0
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
@@ -163,16 +163,8 @@ class UpstreamPool:
 
     async def list_tools(self) -> list[Tool]:
         """The upstream's tools, from the cache while the upstream has not said they changed."""
-        return list(await self.listing())
-
-    async def listing(self) -> tuple[Tool, ...]:
-        """Like ``list_tools``, but the cached listing itself: the same tuple until it changes.
-
-        Callers may keep what they derive from it for as long as the next call returns the
-        same object (an identity check), instead of rebuilding it on every call.
-        """
         if self._tools is not None:
-            return self._tools
+            return list(self._tools)
         client = await self._client()
         generation = self._tools_generation
         tools: list[Tool] = []
@@ -183,11 +175,10 @@ class UpstreamPool:
             cursor = page.next_cursor
             if cursor is None:
                 break
-        listed = tuple(tools)
         # A change notice that arrived while listing makes this listing stale already.
         if generation == self._tools_generation:
-            self._tools = listed
-        return listed
+            self._tools = tools
+        return list(tools)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
         """Call one upstream tool exactly once; a lost session raises ``UpstreamError``."""
