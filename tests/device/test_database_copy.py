@@ -8,10 +8,8 @@ import hashlib
 import hmac
 import json
 import shutil
-import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -24,6 +22,7 @@ from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
 from voicegate.errors import DeviceRefused
+from voicegate.eval.agent_forgery import stored_values
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import Device, Risk
 from voicegate.reasons import Reason
@@ -48,37 +47,6 @@ async def sqlite_services(
     )
     yield Services(store=store, gate=gate, clock=clock)
     await store.close()
-
-
-def every_string(db: Path) -> Iterator[str | bytes]:
-    """Every text and blob value in every table of ``db``, and every string nested in JSON."""
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        for table in tables:
-            for row in conn.execute(f'SELECT * FROM "{table}"'):
-                for value in row:
-                    if isinstance(value, bytes):
-                        yield value
-                    elif isinstance(value, str):
-                        yield value
-                        yield from _nested(value)
-
-
-def _nested(text: str) -> Iterator[str]:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return
-    stack: list[Any] = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            yield item
 
 
 def private_keys_from(value: str | bytes) -> Iterator[ec.EllipticCurvePrivateKey]:
@@ -129,8 +97,8 @@ async def test_copy_of_the_database_cannot_sign_an_approval(
         copy_dir.mkdir()
         for part in tmp_path.glob("gate.db*"):
             shutil.copy(part, copy_dir / part.name)
-        values = list(every_string(copy_dir / db.name))
-        assert any(isinstance(v, str) and waiting.nonce in v for v in values)
+        values = list(stored_values(copy_dir / db.name))
+        assert any(waiting.nonce.encode() in v for v in values)
         stored: Device | None = await services.store.devices.get(owner.id)
         assert stored is not None
 
@@ -142,9 +110,8 @@ async def test_copy_of_the_database_cannot_sign_an_approval(
         message = signing.canonical(owner.id, "POST", target, stamp, tap)
         tried = 0
         for value in values:
-            secret = value.encode() if isinstance(value, str) else value
             # As an HMAC key, the way a shared-secret scheme would sign.
-            mac = hmac.new(secret, message, hashlib.sha256).digest()
+            mac = hmac.new(value, message, hashlib.sha256).digest()
             forged = [base64.urlsafe_b64encode(mac).decode().rstrip("="), _b64(mac + mac)]
             # As a private key, in every encoding it might be hiding in.
             for key in private_keys_from(value):
@@ -158,7 +125,7 @@ async def test_copy_of_the_database_cannot_sign_an_approval(
                     ]
                 )
             # And the stored value itself, sent as the signature.
-            forged.append(_b64(secret[:64]))
+            forged.append(_b64(value[:64]))
             for signature in forged:
                 tried += 1
                 request = signing.SignedRequest(owner.id, "POST", target, stamp, tap, signature)

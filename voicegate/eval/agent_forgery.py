@@ -142,7 +142,7 @@ async def racing_confirms(rig: Rig) -> None:
         rig.note(answer)
 
 
-def _values(db: Path) -> Iterator[bytes]:
+def stored_values(db: Path) -> Iterator[bytes]:
     """Every text and blob in every table of a copy of the database, and strings in its JSON."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -195,7 +195,7 @@ async def database_copy(rig: Rig) -> None:
     with tempfile.TemporaryDirectory() as folder:
         for part in rig.db.parent.glob(rig.db.name + "*"):
             shutil.copy(part, Path(folder) / part.name)
-        values = sorted(set(_values(Path(folder) / rig.db.name)))
+        values = sorted(set(stored_values(Path(folder) / rig.db.name)))
     if len(values) < 20:
         raise RuntimeError(f"the database copy held only {len(values)} values")
     device = await rig.store.devices.get(rig.owner.id)
