@@ -28,13 +28,14 @@ from typing import IO, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from voicegate.reasons import Reason
+from voicegate.reasons import Kind, Reason
 
 __all__ = [
     "CONTENT_TYPE",
     "EVENTS_LOGGER",
     "FIELDS",
     "REPLAYS",
+    "TOKEN_REASONS",
     "Events",
     "JsonFormatter",
     "configure_logging",
@@ -46,6 +47,19 @@ EVENTS_LOGGER = "voicegate.events"
 # Reasons that mean "this was already used": a replayed request, recording, answer or approval.
 REPLAYS = frozenset(
     {Reason.REQUEST_REPLAYED, Reason.AUDIO_REUSED, Reason.EVIDENCE_REUSED, Reason.ALREADY_USED}
+)
+# Refusals only a confirmation token earns: at the MCP edge, each is a token-mode answer refused.
+TOKEN_REASONS = frozenset(
+    {
+        Reason.MISSING,
+        Reason.MALFORMED,
+        Reason.BAD_SIGNATURE,
+        Reason.EXPIRED,
+        Reason.WRONG_USER,
+        Reason.WRONG_TOOL,
+        Reason.PLAN_CHANGED,
+        Reason.ALREADY_USED,
+    }
 )
 # The only fields an event may carry. Nothing here is a secret: the agent sees pending ids and
 # receipt ids, and reason codes are public. Nonces, tokens, signatures and keys are left out.
@@ -149,17 +163,25 @@ class Events:
         self._emit("issued", fields)
 
     def accepted(self, **fields: Any) -> None:
-        """An answer or approval passed every check (released, advanced, cancelled, extended)."""
+        """An answer or approval passed every check (released, advanced, cancelled, extended).
+
+        A redeemed confirmation token is also counted as a ``confirm`` decision: the device
+        routes count their own answers, token mode has no route of its own.
+        """
         if fields.get("released"):
             self.released.labels(
                 str(fields.get("edge", "gate")), str(fields.get("outcome", "executed"))
             ).inc()
+            if fields.get("mode") == "token":
+                self.decided(Kind.CONFIRM.value, None)
         self._emit("accepted", fields)
 
     def refused(self, reason: Reason, **fields: Any) -> None:
         """Something was refused with ``reason``; a reuse is also logged as ``replay_detected``."""
         edge = str(fields.get("edge", "gate"))
         self.refusals.labels(edge if edge in EDGES else "gate", reason.value).inc()
+        if edge == "mcp" and reason in TOKEN_REASONS:
+            self.decided(Kind.REFUSE.value, reason)
         self._emit("refused", {**fields, "reason": reason.value})
         if reason in REPLAYS:
             self.replays.labels(reason.value).inc()

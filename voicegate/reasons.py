@@ -67,6 +67,7 @@ class Reason(StrEnum):
     EVIDENCE_REUSED = "evidence_reused"
     EXTENSION_LIMIT = "extension_limit"
     UPSTREAM_FAILED = "upstream_failed"
+    OUTCOME_UNRECORDED = "outcome_unrecorded"
     OPERATOR_DISABLED = "operator_disabled"
     # devices and pairing
     UNKNOWN_DEVICE = "unknown_device"
@@ -126,6 +127,9 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.EXTENSION_LIMIT: "No more extensions; decide now or cancel.",
     Reason.UPSTREAM_FAILED: "The action was approved but the server running it failed; it will "
     "not run again by itself.",
+    Reason.OUTCOME_UNRECORDED: "The action ran once, but the approval store is unreachable, so "
+    "its receipt is not written yet; it will be written when the store returns. Do not run it "
+    "again; check its status later.",
     Reason.OPERATOR_DISABLED: "The operator disabled this tool; do not retry.",
     Reason.UNKNOWN_DEVICE: "Pair this device again.",
     Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",

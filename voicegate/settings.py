@@ -19,9 +19,11 @@ from typing import Any
 from voicegate.errors import ConfigError
 from voicegate.limits import RateLimits
 from voicegate.secrets import KeyRing, Secret
+from voicegate.store import redact
 
 TOKEN_ENV = "VOICEGATE_TOKEN"
 KEYS_ENV = "VOICEGATE_SECRET_KEYS"
+METRICS_TOKEN_ENV = "VOICEGATE_METRICS_TOKEN"
 DEFAULT_PORT = 8800
 
 
@@ -43,6 +45,16 @@ class ServerConfig:
     # settled as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is
     # settled by whichever replica sweeps next.
     release_lease: float = 600.0  # 10 minutes, in seconds
+    # The bearer token a scraper sends to ``/metrics``; see ``metrics_tokens``.
+    metrics_token: Secret | None = None
+
+    def __repr__(self) -> str:
+        """Every field, the store URL with its password masked (secrets mask themselves)."""
+        shown = (
+            f"{f.name}={redact(self.db) if f.name == 'db' else getattr(self, f.name)!r}"
+            for f in fields(self)
+        )
+        return f"ServerConfig({', '.join(shown)})"
 
     @property
     def base_url(self) -> str:
@@ -61,6 +73,18 @@ class ServerConfig:
     def loopback(self) -> bool:
         """Whether the server listens only on this machine."""
         return is_loopback(self.host)
+
+    def metrics_tokens(self) -> tuple[Secret, ...]:
+        """The bearer tokens ``/metrics`` accepts; none means it is open.
+
+        Open only on loopback with no public URL and no metrics token: nothing else on the
+        network can reach it. Elsewhere it needs the metrics token or, without one, the agent's.
+        """
+        if self.metrics_token is not None:
+            return (self.metrics_token, self.token)
+        if self.loopback and not self.public_url:
+            return ()
+        return (self.token,)
 
     def signing_keys(self) -> KeyRing:
         """The configured ring, or a fresh one for this process alone."""
@@ -161,6 +185,12 @@ def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:
             raise ConfigError(f"--rate-limit {name} must be positive")
         changes[name] = value
     return replace(RateLimits(), **changes)
+
+
+def metrics_token_from(env: Mapping[str, str] = os.environ) -> Secret | None:
+    """The ``/metrics`` bearer token from ``VOICEGATE_METRICS_TOKEN``, or None."""
+    raw = env.get(METRICS_TOKEN_ENV, "").strip()
+    return Secret(raw) if raw else None
 
 
 def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret:

@@ -1,14 +1,17 @@
 """The /approve page in real headless Chromium against a real uvicorn server.
 
 Pair with a code, see the exact card text, approve by tap and by keyboard, get a polite warning
-before the deadline and more time with one key, and speak "the second one" through Chromium's
-fake microphone. Screenshots go to test-artifacts/browser/.
+at least 20 seconds before the deadline and more time with one key, and speak "the second one"
+through Chromium's fake microphone. Every test also checks that each control is at least 44x44
+CSS pixels and that the page asks nothing of any other origin. Screenshots go to
+test-artifacts/browser/.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import re
 import socket
 import threading
@@ -35,6 +38,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 SPEECH = FIXTURES / "browser" / "the_second_one.wav"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 WAIT_MS = 20_000
+# WCAG 2.5.5 (AAA) target size, which the page promises for every control.
+MIN_TARGET = 44
+# Everything a user can press, type in or open.
+ACTIONABLE = (
+    "button:visible, a[href]:visible, input:visible, summary:visible, [role=button]:visible"
+)
 NOTES = [
     ActionRequest("write_note", {"name": "shopping", "text": "milk"}),
     ActionRequest("write_note", {"name": "shopping", "text": "eggs"}),
@@ -109,7 +118,8 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def code(self, user: str = "asha", kind: DeviceKind = DeviceKind.VOICE) -> str:
-        return self.run(start_pairing(self.store, user, kind, clock=self.clock))
+        keys = self.gate.receipt_keys
+        return self.run(start_pairing(self.store, user, kind, keys=keys, clock=self.clock))
 
     def propose(self, n: int = 1, risk: Risk = Risk.LOW) -> PendingSet:
         return self.run(self.gate.propose("asha", NOTES[:n], risk=risk))
@@ -140,7 +150,9 @@ def server() -> Iterator[Server]:
 def browser() -> Iterator[Any]:
     require(CHROMIUM.exists(), "Debian chromium at /usr/bin/chromium")
     require(SPEECH.exists(), f"the fake microphone clip {SPEECH}")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    require(importlib.util.find_spec("playwright") is not None, "the playwright package")
+    from playwright import sync_api
+
     args = [
         "--headless",
         "--no-sandbox",
@@ -167,6 +179,8 @@ def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterat
         base_url=server.url, color_scheme=scheme, viewport={"width": 420, "height": 860}
     )
     context.grant_permissions(["microphone"], origin=server.url)
+    requested: list[str] = []
+    context.on("request", lambda r: requested.append(r.url))
     opened = context.new_page()
     opened.set_default_timeout(WAIT_MS)
     errors: list[str] = []
@@ -174,10 +188,31 @@ def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterat
     yield opened
     context.close()
     assert errors == []
+    # No CDN, no fonts, no beacons: the page works with no internet at all.
+    assert requested and all(_same_origin(url, server.url) for url in requested), requested
+
+
+def _same_origin(url: str, origin: str) -> bool:
+    # blob: and data: URLs are made in the page (recordings), and never leave the machine.
+    return url.startswith((origin + "/", "blob:", "data:"))
+
+
+def assert_targets_are_large(page: Any) -> None:
+    """Every visible control is at least 44x44 CSS pixels."""
+    targets = page.locator(ACTIONABLE).all()
+    assert targets
+    small = []
+    for target in targets:
+        box = target.bounding_box()
+        if box is not None and (box["width"] < MIN_TARGET or box["height"] < MIN_TARGET):
+            small.append((target.evaluate("e => e.outerHTML.slice(0, 80)"), box))
+    assert small == []
 
 
 def pair(page: Any, server: Server, query: str = "") -> None:
     page.goto("/approve" + query)
+    page.get_by_label("Pairing code").wait_for()
+    assert_targets_are_large(page)
     page.get_by_label("Pairing code").fill(server.code())
     page.get_by_role("button", name="Pair this device").click()
     page.locator("#cards-section").wait_for(state="visible")
@@ -190,6 +225,15 @@ def expect(locator: Any) -> Any:
     return playwright_expect(locator)
 
 
+def expect_success(page: Any, card_text: str) -> None:
+    """The page shows the released state for ``card_text``, and no refusal."""
+    result = page.locator("#result")
+    expect(result.locator(".ok")).to_have_text(f"Done: {card_text}")
+    expect(result).to_have_attribute("data-released", "true")
+    expect(result).to_have_attribute("data-reason", "")
+    expect(result.locator(".no")).to_have_count(0)
+
+
 def shot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -197,18 +241,17 @@ def shot(page: Any, name: str) -> None:
 
 def test_pair_see_the_card_and_tap_approve(page: Any, server: Server) -> None:
     pair(page, server)
+    before = len(server.executed.calls)
     proposed = server.propose(1)
     card = page.locator(f'[data-pending-id="{proposed.id}"] button.card')
     card.wait_for()
     assert card.locator(".text").text_content() == proposed.actions[0].card_text
     assert card.locator(".text").inner_text() == proposed.actions[0].card_text
-    box = card.bounding_box()
-    assert box["height"] >= 44 and box["width"] >= 44
+    assert_targets_are_large(page)
     shot(page, "01-card-waiting")
     card.click()
-    page.locator("#result .ok").wait_for()
-    assert "Done" in page.locator("#result").inner_text()
-    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "milk"})
+    expect_success(page, proposed.actions[0].card_text)
+    assert server.executed.calls[before:] == [("write_note", {"name": "shopping", "text": "milk"})]
     shot(page, "02-approved-by-tap")
 
 
@@ -229,10 +272,11 @@ def test_high_risk_by_keyboard_alone_in_dark_mode(page: Any, server: Server) -> 
     page.locator(".set.final").wait_for()
     assert "eggs" in page.locator(".set.final").inner_text()
     assert len(server.executed.calls) == before
+    assert_targets_are_large(page)
     page.locator(".set.final button.confirm").focus()
     page.keyboard.press("Enter")
-    page.locator("#result .ok", has_text="Done").wait_for()
-    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "eggs"})
+    expect_success(page, proposed.actions[1].card_text)
+    assert server.executed.calls[before:] == [("write_note", {"name": "shopping", "text": "eggs"})]
     receipt = server.run(server.gate.receipts("asha"))[-1]
     assert receipt.input is not None and receipt.input.value == "key"
     shot(page, "04-dark-confirmed-by-keyboard")
@@ -243,11 +287,16 @@ def test_warning_before_the_deadline_and_more_time_with_one_key(page: Any, serve
     proposed = server.propose(1)
     article = page.locator(f'[data-pending-id="{proposed.id}"]')
     article.wait_for()
-    # Jump the server clock to 25 s before the deadline; the page re-syncs from its answers.
-    server.clock.offset += proposed.ttl - 25
-    page.locator(".set.warning").wait_for()
+    # Jump the server clock to 29 s before the deadline; the page re-syncs from its next answer
+    # (it polls every 1.5 s). A page that warned later than 20 s before the deadline would stay
+    # silent past the short wait below, or announce fewer than 20 seconds.
+    server.clock.offset += proposed.deadline - server.clock() - 29
+    page.locator(".set.warning").wait_for(timeout=8_000)
+    assert proposed.deadline - server.clock() >= 20
     announce = page.locator("#announce")
-    expect(announce).to_contain_text("seconds left")
+    expect(announce).to_contain_text("seconds left", timeout=2_000)
+    announced = re.search(r"About (\d+) seconds left", announce.inner_text())
+    assert announced is not None and int(announced.group(1)) >= 20, announce.inner_text()
     assert announce.get_attribute("aria-live") == "polite"
     shot(page, "05-warning-before-deadline")
     old_deadline = float(article.get_attribute("data-deadline"))
@@ -265,6 +314,7 @@ def test_warning_before_the_deadline_and_more_time_with_one_key(page: Any, serve
 def test_speak_the_second_one_and_the_second_action_runs(page: Any, server: Server) -> None:
     require(server.services.voice is not None, "the recogniser pipeline (voicegate.voice.pipeline)")
     pair(page, server, "?max_record_ms=2500")
+    before = len(server.executed.calls)
     proposed = server.propose(2)
     speak = page.locator(f'[data-pending-id="{proposed.id}"] button.speak')
     speak.click()
@@ -272,4 +322,7 @@ def test_speak_the_second_one_and_the_second_action_runs(page: Any, server: Serv
     shot(page, "07-voice-answer")
     text = page.locator("#result").inner_text()
     assert "second" in text.lower()
-    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "eggs"}), text
+    # Exactly this answer ran the second action: not an earlier test's write, not a refusal.
+    expect_success(page, proposed.actions[1].card_text)
+    assert server.executed.calls[before:] == [("write_note", {"name": "shopping", "text": "eggs"})]
+    assert server.run(server.gate.status(proposed.id)).chosen == 2

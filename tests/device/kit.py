@@ -51,8 +51,11 @@ class SigningDevice:
             self.id = response.json()["device_id"]
         return response
 
-    def headers(self, method: str, target: str, body: bytes = b"") -> dict[str, str]:
-        return signing.sign(self.key, self.id, method, target, body, self.clock())
+    def headers(
+        self, method: str, target: str, body: bytes = b"", sent: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """``sent`` (the request's own headers) plus the signature headers over all of it."""
+        return signing.sign(self.key, self.id, method, target, body, self.clock(), sent)
 
     async def get(self, target: str) -> httpx.Response:
         return await self.client.get(target, headers=self.headers("GET", target))
@@ -60,7 +63,8 @@ class SigningDevice:
     async def post(
         self, target: str, body: bytes, content_type: str, **extra: str
     ) -> httpx.Response:
-        headers = {**self.headers("POST", target, body), "Content-Type": content_type, **extra}
+        sent = {"Content-Type": content_type, **extra}
+        headers = self.headers("POST", target, body, sent)
         return await self.client.post(target, content=body, headers=headers)
 
     async def post_json(self, target: str, value: Any) -> httpx.Response:
@@ -84,7 +88,9 @@ async def paired_device(
     kind: DeviceKind = DeviceKind.VOICE,
 ) -> SigningDevice:
     """A device paired through the API for ``user``."""
-    code = await start_pairing(services.store, user, kind, clock=clock)
+    code = await start_pairing(
+        services.store, user, kind, keys=services.gate.receipt_keys, clock=clock
+    )
     device = SigningDevice(client, clock)
     response = await device.pair(code)
     assert response.status_code == 200, response.text

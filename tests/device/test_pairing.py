@@ -15,6 +15,7 @@ from voicegate.device.pairing import complete_pairing, start_pairing
 from voicegate.errors import DeviceRefused
 from voicegate.gate.types import DeviceKind, PairingCode
 from voicegate.reasons import Reason
+from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
 
 OWNER = "198.51.100.7"
@@ -62,11 +63,14 @@ def wrong_codes(code: str, n: int) -> list[str]:
 
 
 GUESS_KEY = public_key()
+KEYS = KeyRing.generate()
 
 
 async def guess(store: Store, code: str, address: str, clock: ManualClock) -> Reason | None:
     try:
-        await complete_pairing(store, code, GUESS_KEY, source_address=address, clock=clock)
+        await complete_pairing(
+            store, code, GUESS_KEY, source_address=address, keys=KEYS, clock=clock
+        )
     except DeviceRefused as refused:
         return refused.reason
     return None
@@ -75,9 +79,9 @@ async def guess(store: Store, code: str, address: str, clock: ManualClock) -> Re
 async def test_code_is_eight_digits_and_stored_only_as_its_hash(
     store: Store, clock: ManualClock
 ) -> None:
-    code = await start_pairing(store, "asha", DeviceKind.TAP, clock=clock)
+    code = await start_pairing(store, "asha", DeviceKind.TAP, keys=KEYS, clock=clock)
     assert len(code) == 8 and code.isdigit()
-    redeemed = await store.pairings.redeem(pairing.hash_code(code), clock())
+    redeemed = await store.pairings.redeem(pairing.hash_code(code, KEYS), clock())
     assert redeemed is not None and redeemed.user == "asha" and redeemed.kind is DeviceKind.TAP
     assert code not in redeemed.code_hash
 
@@ -85,13 +89,14 @@ async def test_code_is_eight_digits_and_stored_only_as_its_hash(
 async def test_right_code_pairs_once_and_stores_only_the_public_key(
     store: Store, clock: ManualClock
 ) -> None:
-    code = await start_pairing(store, "asha", clock=clock)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     key = public_key()
     device = await complete_pairing(
         store,
         f"{code[:4]} {code[4:]}",
         key,
         source_address=OWNER,
+        keys=KEYS,
         name="  my   phone ",
         clock=clock,
     )
@@ -102,15 +107,17 @@ async def test_right_code_pairs_once_and_stores_only_the_public_key(
 
 
 async def test_expired_code_is_refused(store: Store, clock: ManualClock) -> None:
-    code = await start_pairing(store, "asha", clock=clock)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     clock.advance(pairing.CODE_TTL + 1)
     assert await guess(store, code, OWNER, clock) is Reason.BAD_PAIRING_CODE
 
 
 async def test_malformed_key_does_not_burn_the_code(store: Store, clock: ManualClock) -> None:
-    code = await start_pairing(store, "asha", clock=clock)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     with pytest.raises(DeviceRefused) as caught:
-        await complete_pairing(store, code, {"kty": "EC"}, source_address=OWNER, clock=clock)
+        await complete_pairing(
+            store, code, {"kty": "EC"}, source_address=OWNER, keys=KEYS, clock=clock
+        )
     assert caught.value.reason is Reason.BAD_REQUEST
     assert await guess(store, code, OWNER, clock) is None
 
@@ -118,7 +125,7 @@ async def test_malformed_key_does_not_burn_the_code(store: Store, clock: ManualC
 async def test_1000_parallel_guesses_from_one_address_get_five_checks_and_owner_still_pairs(
     store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
-    code = await start_pairing(store, "asha", clock=clock)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     reasons = await asyncio.gather(
         *(guess(store, c, GUESSER, clock) for c in wrong_codes(code, 1000))
     )
@@ -132,7 +139,7 @@ async def test_1000_parallel_guesses_from_one_address_get_five_checks_and_owner_
 async def test_1000_parallel_guesses_from_1000_addresses_get_thirty_checks(
     store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
-    code = await start_pairing(store, "asha", clock=clock)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     guesses = [
         guess(store, c, f"10.{i // 250}.{i % 250}.1", clock)
         for i, c in enumerate(wrong_codes(code, 1000))
@@ -143,21 +150,21 @@ async def test_1000_parallel_guesses_from_1000_addresses_get_thirty_checks(
     # The owner is held up only until the window turns over, and a fresh code does not help
     # the guessers: it does not reset the budgets.
     assert await guess(store, code, OWNER, clock) is Reason.PAIRING_BUDGET
-    fresh = await start_pairing(store, "asha", clock=clock)
+    fresh = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     assert await guess(store, wrong_codes(fresh, 1)[0], "10.9.9.9", clock) is Reason.PAIRING_BUDGET
     assert counted.checks == pairing.GLOBAL_LIMIT
     clock.advance(pairing.BUDGET_WINDOW)
-    owners_code = await start_pairing(store, "asha", clock=clock)
+    owners_code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     assert await guess(store, owners_code, OWNER, clock) is None
 
 
 async def test_new_code_does_not_reset_an_address_budget(
     store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
-    code = await start_pairing(store, "asha", clock=clock)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     for c in wrong_codes(code, pairing.ADDRESS_LIMIT):
         assert await guess(store, c, GUESSER, clock) is Reason.BAD_PAIRING_CODE
-    fresh = await start_pairing(store, "asha", clock=clock)
+    fresh = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     assert await guess(store, fresh, GUESSER, clock) is Reason.PAIRING_BUDGET
     assert counted.checks == pairing.ADDRESS_LIMIT
 
@@ -168,3 +175,23 @@ def test_ipv6_addresses_share_a_budget_per_64_network() -> None:
     c = pairing.address_key("2001:db8:1:3::1")
     assert a == b != c
     assert pairing.address_key("::ffff:192.0.2.1") == "192.0.2.1"
+
+
+async def test_a_code_hashed_under_another_install_s_keys_does_not_pair(
+    store: Store, clock: ManualClock
+) -> None:
+    code = await start_pairing(store, "asha", keys=KeyRing.generate(), clock=clock)
+    with pytest.raises(DeviceRefused) as caught:
+        await complete_pairing(
+            store, code, public_key(), source_address=OWNER, keys=KEYS, clock=clock
+        )
+    assert caught.value.reason is Reason.BAD_PAIRING_CODE
+
+
+def test_the_stored_hash_depends_on_the_install_s_key() -> None:
+    other = KeyRing.generate()
+    assert pairing.hash_code("12345678", KEYS) != pairing.hash_code("12345678", other)
+    assert pairing.hash_code("1234 5678", KEYS) == pairing.hash_code("12345678", KEYS)
+    # The pairing key is derived, never the key that signs receipts and tokens itself.
+    _, newest = KEYS.newest
+    assert pairing.pairing_key(KEYS).reveal() != newest.reveal()

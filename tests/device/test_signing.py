@@ -43,8 +43,9 @@ def signed(
     method: str = "POST",
     target: str = "/device/tap",
     key: ec.EllipticCurvePrivateKey = KEY,
+    sent: dict[str, str] | None = None,
 ) -> signing.SignedRequest:
-    headers = signing.sign(key, DEVICE.id, method, target, body, at)
+    headers = signing.sign(key, DEVICE.id, method, target, body, at, sent)
     return signing.SignedRequest(
         device_id=headers[signing.DEVICE_HEADER],
         method=method,
@@ -52,6 +53,7 @@ def signed(
         timestamp=headers[signing.TIMESTAMP_HEADER],
         body=body,
         signature=headers[signing.SIGNATURE_HEADER],
+        headers={name: headers[name] for name in signing.COVERED if name in headers},
     )
 
 
@@ -106,6 +108,63 @@ def test_signature_for_another_query_is_refused() -> None:
     request = signed(target="/device/voice?pending_id=p_1")
     moved = dataclasses.replace(request, target="/device/voice?pending_id=p_2")
     assert refusal(DEVICE, moved) is Reason.BAD_DEVICE_SIGNATURE
+
+
+VOICE_HEADERS = {
+    "Content-Type": "audio/wav",
+    signing.PENDING_HEADER: "p_1",
+    signing.NONCE_HEADER: "n_1",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "swapped"),
+    [
+        ("Content-Type", "audio/flac"),
+        ("Content-Type", "multipart/form-data; boundary=x"),
+        (signing.PENDING_HEADER, "p_2"),
+        (signing.NONCE_HEADER, "n_2"),
+    ],
+)
+def test_a_swapped_covered_header_is_refused(name: str, swapped: str) -> None:
+    request = signed(b"RIFF", target="/device/voice", sent=VOICE_HEADERS)
+    signing.verify(DEVICE, request, now=START)
+    moved = dataclasses.replace(request, headers={**request.headers, name: swapped})
+    assert refusal(DEVICE, moved) is Reason.BAD_DEVICE_SIGNATURE
+
+
+@pytest.mark.parametrize("name", signing.COVERED)
+def test_a_covered_header_dropped_or_added_is_refused(name: str) -> None:
+    request = signed(b"RIFF", target="/device/voice", sent=VOICE_HEADERS)
+    dropped = {k: v for k, v in request.headers.items() if k != name}
+    assert refusal(DEVICE, dataclasses.replace(request, headers=dropped)) is (
+        Reason.BAD_DEVICE_SIGNATURE
+    )
+    bare = signed(b"RIFF", target="/device/voice", sent={})
+    added = dataclasses.replace(bare, headers={name: VOICE_HEADERS[name]})
+    assert refusal(DEVICE, added) is Reason.BAD_DEVICE_SIGNATURE
+
+
+def test_covered_headers_are_matched_in_any_letter_case() -> None:
+    request = signed(b"RIFF", target="/device/voice", sent=VOICE_HEADERS)
+    lowered = {k.lower(): v for k, v in request.headers.items()}
+    signing.verify(DEVICE, dataclasses.replace(request, headers=lowered), now=START)
+
+
+def test_a_line_break_in_a_covered_header_cannot_pass_for_another_line() -> None:
+    # Were line breaks allowed, "audio/wav" + pending "p_1\nn_1" would sign the same bytes as
+    # pending "p_1" and nonce "n_1".
+    with pytest.raises(ValueError):
+        signing.canonical("d", "POST", "/device/voice", "1", b"", {"X-Voicegate-Pending": "a\nb"})
+    request = signed(b"RIFF", target="/device/voice", sent=VOICE_HEADERS)
+    broken = dataclasses.replace(request, headers={**request.headers, "Content-Type": "a\rb"})
+    assert refusal(DEVICE, broken) is Reason.BAD_DEVICE_SIGNATURE
+
+
+def test_a_body_without_headers_is_signed_as_json() -> None:
+    headers = signing.sign(KEY, DEVICE.id, "POST", "/device/tap", BODY, START)
+    assert headers["Content-Type"] == "application/json"
+    assert "Content-Type" not in signing.sign(KEY, DEVICE.id, "GET", "/device/pending", b"", START)
 
 
 def test_changed_timestamp_is_refused_even_inside_the_window() -> None:

@@ -7,8 +7,9 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.device.kit import Executed, SigningDevice
 from voicegate.clock import ManualClock
+from voicegate.device import signing
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import PendingSet, Risk
+from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.reasons import Reason
 from voicegate.services import Services
 from voicegate.voice.fingerprint import ReplayGuard
@@ -65,7 +66,7 @@ async def speak(
             "/device/voice",
             audio,
             "audio/wav",
-            **{"X-Voicegate-Pending": pending.id, "X-Voicegate-Nonce": pending.nonce},
+            **{signing.PENDING_HEADER: pending.id, signing.NONCE_HEADER: pending.nonce},
         )
     assert response.status_code < 500, response.text
     return response.json()  # type: ignore[no-any-return]
@@ -133,3 +134,69 @@ async def test_voice_with_a_stale_nonce_never_reaches_the_recogniser(
     wrong = PendingSet(**{**{f: getattr(pending, f) for f in pending.__slots__}, "nonce": "x"})
     answer = await speak(device, wrong, CLIP.read_bytes())
     assert answer["reason"] == Reason.WRONG_SET
+
+
+async def _moved_upload(
+    device: SigningDevice, signed_for: dict[str, str], sent: list[tuple[str, str]]
+) -> dict[str, object]:
+    """An upload signed over ``signed_for`` but sent with ``sent`` as its covered headers."""
+    audio = CLIP.read_bytes()
+    covered = {name.lower() for name in signing.COVERED}
+    signature = [
+        (k, v)
+        for k, v in device.headers("POST", "/device/voice", audio, signed_for).items()
+        if k.lower() not in covered
+    ]
+    response = await device.client.post("/device/voice", content=audio, headers=signature + sent)
+    assert response.status_code == 401, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def _voice_headers(pending: PendingSet, content_type: str = "audio/wav") -> dict[str, str]:
+    return {
+        "Content-Type": content_type,
+        signing.PENDING_HEADER: pending.id,
+        signing.NONCE_HEADER: pending.nonce,
+    }
+
+
+@pytest.mark.parametrize("swap", ["pending", "nonce", "both", "content_type"])
+async def test_an_upload_signed_for_one_set_cannot_be_pointed_elsewhere(
+    device: SigningDevice,
+    services: Services,
+    clock: ManualClock,
+    executed: Executed,
+    swap: str,
+) -> None:
+    recogniser = FakeTranscriber(heard("The second one."))
+    services.voice = VoicePipeline(
+        recogniser, ReplayGuard(services.store.fingerprints, clock=clock)
+    )
+    shown = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
+    other = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
+    signed_for = _voice_headers(shown)
+    sent = dict(signed_for)
+    if swap in ("pending", "both"):
+        sent[signing.PENDING_HEADER] = other.id
+    if swap in ("nonce", "both"):
+        sent[signing.NONCE_HEADER] = other.nonce
+    if swap == "content_type":
+        sent["Content-Type"] = "audio/flac"
+    answer = await _moved_upload(device, signed_for, list(sent.items()))
+    assert answer["reason"] == Reason.BAD_DEVICE_SIGNATURE
+    assert executed.calls == [] and recogniser.calls == []
+    for pending in (shown, other):
+        assert (await services.gate.status(pending.id)).status is Status.WAITING
+
+
+async def test_a_second_copy_of_a_covered_header_is_refused(
+    device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
+) -> None:
+    with_voice(services, clock, "The second one.")
+    shown = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
+    other = await services.gate.propose("asha", NOTES, risk=Risk.LOW)
+    signed_for = _voice_headers(shown)
+    sent = [*signed_for.items(), (signing.PENDING_HEADER, other.id)]
+    answer = await _moved_upload(device, signed_for, sent)
+    assert answer["reason"] == Reason.BAD_DEVICE_SIGNATURE
+    assert executed.calls == []

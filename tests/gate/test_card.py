@@ -37,8 +37,20 @@ NO_DEADLINE = settings(deadline=None)
 
 
 def value_text(line: str) -> str:
-    """The value part of one argument line, without markers."""
-    return line.split(" = ", 1)[1].split("  ⚠ ", 1)[0]
+    """The value part of one argument line, without markers.
+
+    Names and values are read as JSON, not split on text: a quoted name may itself hold " = ",
+    and a string value may hold the marker's own characters. A value cut short is no longer
+    JSON, so it runs to the first marker.
+    """
+    decoder = json.JSONDecoder()
+    body = line.removeprefix("  ")
+    name_end = decoder.raw_decode(body)[1] if body.startswith('"') else body.index(" = ")
+    rest = body[name_end:].removeprefix(" = ")
+    try:
+        return rest[: decoder.raw_decode(rest)[1]]
+    except json.JSONDecodeError:
+        return rest.split("  ⚠ ", 1)[0]
 
 
 def test_card_names_the_tool_then_each_argument_sorted() -> None:

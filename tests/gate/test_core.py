@@ -8,11 +8,15 @@ import dataclasses
 import pytest
 
 from voicegate.clock import ManualClock
-from voicegate.errors import Refused, StoreUnavailable
+from voicegate.errors import Refused, StoreUnavailable, TokenRefused
+from voicegate.gate.backlog import Backlog
+from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import DeviceKind, Modality, Risk, Stage, Status
+from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
+from voicegate.tokens import TokenCodec
 
 from .helpers import Upstream, actions, evidence, keys, make_gate, pair
 
@@ -256,16 +260,70 @@ async def test_store_that_is_down_fails_closed(store, clock, upstream):
     assert not upstream.calls
 
 
-async def test_interrupted_execution_settles_as_unknown_with_a_receipt(store, clock, upstream):
+async def test_a_store_lost_while_spending_the_nonce_reopens_the_set_when_it_returns(
+    store, clock, upstream
+):
+    gate = make_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    outage = Outage(store.ledger, "consume", when=lambda key, **_: key.startswith("nonce:"))
+    with pytest.raises(StoreUnavailable):
+        await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert not upstream.calls and outage.refused == 1
+
+    # Nothing ran, so once the store is back the set waits again, under a fresh nonce.
+    outage.down = False
+    assert await gate.backlog.flush() == 1
+    reopened = await gate.status(pending.id)
+    assert reopened.status is Status.WAITING and reopened.nonce != pending.nonce
+    stale = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert stale.reason is Reason.WRONG_SET and not upstream.calls
+    assert (await gate.answer(evidence(reopened, device, clock, Kind.CONFIRM))).released
+    assert len(upstream.calls) == 1
+
+
+async def test_a_set_interrupted_before_its_nonce_was_spent_settles_as_never_ran(
+    store, clock, upstream
+):
     gate = make_gate(store, clock, upstream)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
     crashed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
     assert await store.pending.swap(pending, crashed)
     assert await gate.settle_interrupted() == 1
     settled = await gate.status(pending.id)
-    assert settled.status is Status.UNKNOWN and settled.receipt_id
+    assert settled.status is Status.FAILED and settled.error == NEVER_RAN
     [receipt] = await gate.receipts("u1")
-    assert receipt.outcome == "unknown" and not upstream.calls
+    assert (receipt.outcome, receipt.error) == ("not_run", NEVER_RAN)
+    assert settled.receipt_id == receipt.id and not upstream.calls
+    # settling spent the nonce, so a release still in flight elsewhere could not run it now
+    assert not await store.ledger.consume("nonce:" + pending.nonce, expires_at=1e12)
+
+
+async def test_a_set_interrupted_after_its_nonce_was_spent_settles_as_may_have_run(
+    store, clock, upstream
+):
+    gate = make_gate(store, clock, upstream)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    crashed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
+    assert await store.pending.swap(pending, crashed)
+    assert await store.ledger.consume("nonce:" + pending.nonce, expires_at=1e12)
+    assert await gate.settle_interrupted() == 1
+    settled = await gate.status(pending.id)
+    assert settled.status is Status.UNKNOWN and settled.error == MAY_HAVE_RUN
+    [receipt] = await gate.receipts("u1")
+    assert (receipt.outcome, receipt.error) == ("unknown", MAY_HAVE_RUN)
+
+
+async def test_a_set_settled_after_its_key_could_be_pruned_never_claims_nothing_ran(
+    store, clock, upstream
+):
+    gate = make_gate(store, clock, upstream)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    crashed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
+    assert await store.pending.swap(pending, crashed)
+    clock.advance(pending.ttl + 2 * 3600)
+    assert await gate.settle_interrupted() == 1
+    assert (await gate.status(pending.id)).error == MAY_HAVE_RUN
 
 
 async def test_receipts_chain_and_verify(store, clock, upstream):
@@ -341,4 +399,206 @@ async def test_settling_with_a_grace_leaves_a_release_another_replica_is_running
     assert (await gate.status(pending.id)).status is Status.EXECUTING
     clock.advance(600)
     assert await gate.settle_interrupted(grace=600) == 1
-    assert (await gate.status(pending.id)).status is Status.UNKNOWN
+    assert (await gate.status(pending.id)).status is Status.FAILED  # its nonce was never spent
+
+
+class Outage:
+    """Makes one store method raise ``StoreUnavailable`` while ``down``, as a lost database does."""
+
+    def __init__(self, owner: object, name: str, *, when=lambda *a, **k: True) -> None:
+        self.owner, self.name, self.when = owner, name, when
+        self.real = getattr(owner, name)
+        self.down = True
+        self.refused = 0
+        setattr(owner, name, self)
+
+    async def __call__(self, *args, **kwargs):
+        if self.down and self.when(*args, **kwargs):
+            self.refused += 1
+            raise StoreUnavailable("database is down")
+        return await self.real(*args, **kwargs)
+
+
+def retrying_gate(store, clock, upstream) -> Gate:
+    """A gate whose backlog retries at once: the test decides when the store heals."""
+    gate = make_gate(store, clock, upstream)
+    gate.backlog = Backlog(delays=(0.0,))
+    return gate
+
+
+async def test_a_receipt_the_store_refuses_after_the_call_is_answered_as_unrecorded_not_unrun(
+    store, clock, upstream
+):
+    gate = retrying_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    outage = Outage(store.receipts, "append")
+
+    outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert outcome.released and outcome.reason is Reason.OUTCOME_UNRECORDED
+    assert outcome.receipt is None and len(upstream.calls) == 1
+    seen = await gate.status(pending.id)  # the store is still down: answered from memory
+    assert seen.status is Status.CONFIRMED and seen.error == UNRECORDED
+    assert seen.result == {"ok": True, "tool": "write_note"} and seen.receipt_id is None
+    assert outage.refused >= 2
+
+    outage.down = False
+    await gate.backlog.wait()
+    recorded = await store.pending.get(pending.id)
+    [receipt] = await gate.receipts("u1")
+    assert recorded is not None and recorded.status is Status.CONFIRMED
+    assert recorded.receipt_id == receipt.id and recorded.error is None
+    assert (receipt.outcome, receipt.result) == ("executed", seen.result)
+    assert [c.name for c in receipt.checks] == [c.name for c in outcome.checks]
+    assert verify_chain([receipt], gate.receipt_keys) == []
+    again = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert again.reason is Reason.NOT_OPEN and len(upstream.calls) == 1
+    assert await gate.settle_interrupted() == 0
+
+
+async def test_a_record_the_store_refuses_after_the_receipt_keeps_one_receipt(
+    store, clock, upstream
+):
+    gate = retrying_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    outage = Outage(store.pending, "swap", when=lambda old, new: new.receipt_id is not None)
+
+    outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert outcome.released and outcome.reason is None and outcome.receipt is not None
+    assert (await gate.status(pending.id)).receipt_id == outcome.receipt.id
+    outage.down = False
+    assert await gate.backlog.flush() == 1
+    [receipt] = await gate.receipts("u1")
+    assert receipt.id == outcome.receipt.id
+    recorded = await gate.status(pending.id)
+    assert recorded.status is Status.CONFIRMED and recorded.receipt_id == receipt.id
+    assert len(upstream.calls) == 1
+
+
+async def test_settling_writes_an_outcome_this_process_still_holds_instead_of_unknown(
+    store, clock, upstream
+):
+    gate = retrying_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    outage = Outage(store.receipts, "append")
+    await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    gate.backlog.close()  # no retry loop left: only settlement can write it now
+    outage.down = False
+    assert await gate.settle_interrupted() == 0
+    [receipt] = await gate.receipts("u1")
+    assert receipt.outcome == "executed"
+    assert (await gate.status(pending.id)).status is Status.CONFIRMED
+
+
+async def test_a_token_run_whose_receipt_the_store_refuses_is_unrecorded_then_written(
+    store, clock, upstream
+):
+    gate = retrying_gate(store, clock, upstream)
+    outage = Outage(store.receipts, "append")
+    request = actions(1)[0]
+    with pytest.raises(Refused) as refused:
+        await gate.run_confirmed("u1", request, mode="token", spend_key="jti:1", spend_until=1e12)
+    assert refused.value.reason is Reason.OUTCOME_UNRECORDED and len(upstream.calls) == 1
+    outage.down = False
+    await gate.backlog.wait()
+    [receipt] = await gate.receipts("u1")
+    assert (receipt.mode, receipt.outcome) == ("token", "executed")
+    claim = await gate.status(receipt.pending_id)
+    assert claim.status is Status.CONFIRMED and claim.receipt_id == receipt.id
+    with pytest.raises(Refused) as replayed:
+        await gate.run_confirmed("u1", request, mode="token", spend_key="jti:1", spend_until=1e12)
+    assert replayed.value.reason is Reason.ALREADY_USED and len(upstream.calls) == 1
+
+
+class Stopped(BaseException):
+    """Stands in for the process dying mid-call: nothing after the raise runs."""
+
+
+async def test_a_token_run_interrupted_during_the_call_settles_as_may_have_run(store, clock):
+    async def dies(tool, arguments):
+        raise Stopped
+
+    gate = make_gate(store, clock, Upstream())
+    gate.executor = dies
+    with pytest.raises(Stopped):
+        await gate.run_confirmed(
+            "u1", actions(1)[0], mode="token", spend_key="jti:1", spend_until=1e12
+        )
+    assert await gate.settle_interrupted() == 1
+    [receipt] = await gate.receipts("u1")
+    assert (receipt.mode, receipt.outcome, receipt.error) == ("token", "unknown", MAY_HAVE_RUN)
+
+
+def token_setup(store, clock, upstream, *, ttl=300.0):
+    codec = TokenCodec(keys(), ttl=ttl, clock=clock)
+    gate = make_gate(store, clock, upstream)
+    args = {"name": "n", "text": "t"}
+    offer = token_mode.preview(
+        codec, user="u1", tenant="t", tool="write_note", arguments=args, risk=Risk.HIGH
+    )
+    return codec, gate, args, offer[token_mode.TOKEN_ARG]
+
+
+async def redeem(codec, gate, args, token, *, user="u1"):
+    return await token_mode.redeem(
+        codec,
+        gate,
+        user=user,
+        tenant="t",
+        tool="write_note",
+        arguments=args,
+        token=token,
+        risk=Risk.HIGH,
+    )
+
+
+async def test_a_token_receipt_carries_the_tools_risk_and_when_the_token_was_issued(
+    store, clock, upstream
+):
+    issued = clock()
+    codec, gate, args, token = token_setup(store, clock, upstream)
+    clock.advance(30)
+    receipt = await redeem(codec, gate, args, token)
+    assert receipt.risk is Risk.HIGH
+    assert receipt.proposed_at == round(issued, 3) and receipt.decided_at == clock()
+    assert len(upstream.calls) == 1
+
+
+async def test_an_expired_token_refuses_and_runs_nothing(store, clock, upstream):
+    codec, gate, args, token = token_setup(store, clock, upstream, ttl=60)
+    clock.advance(61)
+    with pytest.raises(TokenRefused) as refused:
+        await redeem(codec, gate, args, token)
+    assert refused.value.reason is Reason.EXPIRED and not upstream.calls
+
+
+async def test_another_users_token_refuses_and_runs_nothing(store, clock, upstream):
+    codec, gate, args, token = token_setup(store, clock, upstream)
+    with pytest.raises(TokenRefused) as refused:
+        await redeem(codec, gate, args, token, user="u2")
+    assert refused.value.reason is Reason.WRONG_USER and not upstream.calls
+    assert await gate.receipts() == []
+
+
+@pytest.mark.parametrize("failing", [("pending", "create"), ("ledger", "consume")])
+async def test_a_token_with_the_store_down_refuses_as_ledger_unavailable_and_runs_nothing(
+    store, clock, upstream, failing
+):
+    codec, gate, args, token = token_setup(store, clock, upstream)
+    outage = Outage(getattr(store, failing[0]), failing[1])
+    with pytest.raises(TokenRefused) as refused:
+        await redeem(codec, gate, args, token)
+    assert refused.value.reason is Reason.LEDGER_UNAVAILABLE and not upstream.calls
+    outage.down = False
+    await gate.backlog.flush()
+    if failing == ("pending", "create"):
+        # nothing was spent: the same approval still runs, once
+        assert (await redeem(codec, gate, args, token)).outcome == "executed"
+        assert len(upstream.calls) == 1
+    else:
+        # the approval may have been spent: its claim is closed as never run
+        [receipt] = await gate.receipts("u1")
+        assert (receipt.outcome, receipt.error) == ("not_run", NEVER_RAN)
+        assert not upstream.calls

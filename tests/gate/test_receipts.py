@@ -9,12 +9,21 @@ import pytest
 
 from voicegate.gate.receipts import (
     GENESIS,
+    ChainHead,
     ChainProblem,
+    Heads,
     ProblemKind,
+    Roster,
+    behind,
     check,
     digest,
+    heads_from_dict,
+    heads_to_dict,
     seal,
+    sign_head,
+    sign_roster,
     verify_chain,
+    verify_heads,
 )
 from voicegate.gate.types import Check, InputKind, Modality, Receipt, Risk
 from voicegate.reasons import Reason
@@ -240,3 +249,122 @@ def test_problems_name_the_receipt_user_and_seq() -> None:
     del receipts[1]
     (problem,) = verify_chain(receipts, KEYS)
     assert problem == ChainProblem(receipts[1].id, "alice", 3, ProblemKind.MISSING)
+
+
+# heads and the roster
+
+
+def heads_of(*chains: list[Receipt], keys: KeyRing = KEYS) -> Heads:
+    """Signed heads at the end of each chain and a roster counting them, as the store keeps."""
+    heads = tuple(sign_head(ChainHead(c[-1].user, c[-1].seq, c[-1].digest), keys) for c in chains)
+    return Heads(heads, sign_roster(Roster(len(chains)), keys))
+
+
+def head_kinds(receipts: list[Receipt], heads: Heads) -> set[tuple[str, ProblemKind]]:
+    return {(p.user, p.kind) for p in verify_heads(receipts, heads, KEYS)}
+
+
+def test_chains_that_end_at_their_heads_pass() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    assert verify_heads(alice + bob, heads_of(alice, bob), KEYS) == []
+
+
+def test_nothing_at_all_passes() -> None:
+    assert verify_heads([], Heads((), None), KEYS) == []
+
+
+def test_a_deleted_last_receipt_shows_as_truncated() -> None:
+    alice = chain("alice")
+    heads = heads_of(alice)
+    assert verify_chain(alice[:-1], KEYS) == []  # the chain alone cannot tell
+    (problem,) = verify_heads(alice[:-1], heads, KEYS)
+    assert problem == ChainProblem("", "alice", 5, ProblemKind.TRUNCATED)
+
+
+def test_every_receipt_of_a_user_deleted_shows_as_truncated() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    assert head_kinds(bob, heads_of(alice, bob)) == {("alice", ProblemKind.TRUNCATED)}
+
+
+def test_a_user_deleted_with_the_head_shows_as_a_missing_chain() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    heads = heads_of(alice, bob)
+    without_alice = Heads(heads.heads[1:], heads.roster)
+    assert head_kinds(bob, without_alice) == {("", ProblemKind.MISSING_CHAIN)}
+
+
+def test_receipts_past_the_head_or_a_replaced_last_receipt_show_as_head_mismatch() -> None:
+    alice = chain("alice")
+    assert head_kinds(alice, heads_of(alice[:-1])) == {("alice", ProblemKind.HEAD_MISMATCH)}
+    elsewhere = sign_head(ChainHead("alice", 5, alice[3].digest), KEYS)
+    heads = Heads((elsewhere,), heads_of(alice).roster)
+    assert head_kinds(alice, heads) == {("alice", ProblemKind.HEAD_MISMATCH)}
+
+
+def test_a_chain_without_a_head_shows_as_missing_head() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    heads = heads_of(alice)
+    assert head_kinds(alice + bob, heads) == {("bob", ProblemKind.MISSING_HEAD)}
+
+
+def test_a_head_moved_back_without_the_key_fails_its_signature() -> None:
+    alice = chain("alice")
+    (head,) = heads_of(alice).heads
+    forged = dataclasses.replace(head, seq=4, digest=alice[3].digest)
+    heads = Heads((forged,), heads_of(alice).roster)
+    assert head_kinds(alice[:-1], heads) == {("alice", ProblemKind.BAD_HEAD)}
+
+
+def test_a_receipt_signature_cannot_stand_in_for_a_head_signature() -> None:
+    alice = chain("alice")
+    last = alice[-1]
+    borrowed = ChainHead("alice", last.seq, last.digest, last.key_id, last.signature)
+    heads = Heads((borrowed,), heads_of(alice).roster)
+    assert head_kinds(alice, heads) == {("alice", ProblemKind.BAD_HEAD)}
+
+
+@pytest.mark.parametrize("roster", [None, Roster(1), Roster(0)], ids=["missing", "unsigned", "low"])
+def test_a_missing_unsigned_or_low_roster_fails(roster: Roster | None) -> None:
+    alice = chain("alice")
+    heads = Heads(
+        heads_of(alice).heads,
+        roster if roster is None or roster.users else sign_roster(roster, KEYS),
+    )
+    assert head_kinds(alice, heads) == {("", ProblemKind.BAD_ROSTER)}
+
+
+def test_heads_round_trip_through_their_json_form() -> None:
+    heads = heads_of(chain("alice"), chain("bob", 2))
+    assert heads_from_dict(heads_to_dict(heads)) == heads
+    assert heads_from_dict({"heads": [], "roster": None}) == Heads((), None)
+
+
+@pytest.mark.parametrize(
+    "data", [{}, {"heads": 3}, {"heads": [{"user": "a"}]}, {"heads": [], "roster": 1}]
+)
+def test_a_malformed_heads_file_is_refused(data: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        heads_from_dict(data)
+
+
+def test_chains_that_went_on_past_a_saved_copy_of_the_heads_are_not_behind() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    saved = heads_of(alice[:3], bob)
+    assert behind(alice + bob, heads_of(alice, bob), saved) == []
+
+
+def test_a_rollback_of_receipts_and_heads_together_is_behind_a_saved_copy() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    saved = heads_of(alice, bob)
+    rolled_back = alice[:3] + bob
+    now = heads_of(alice[:3], bob)
+    assert verify_heads(rolled_back, now, KEYS) == []  # consistent inside the database
+    (problem,) = behind(rolled_back, now, saved)
+    assert problem == ChainProblem("", "alice", 5, ProblemKind.BEHIND_EXPECTED)
+
+
+def test_a_whole_user_rolled_back_is_behind_a_saved_copy() -> None:
+    alice, bob = chain("alice"), chain("bob", 2)
+    saved = heads_of(alice, bob)
+    kinds_found = {(p.user, p.kind) for p in behind(alice, heads_of(alice), saved)}
+    assert kinds_found == {("bob", ProblemKind.BEHIND_EXPECTED), ("", ProblemKind.BEHIND_EXPECTED)}

@@ -15,6 +15,27 @@ import httpx
 
 BANNER_LINES = 7
 START_SECONDS = 240.0
+HEALTH_TRIES = 50
+
+
+def probe(base: str) -> dict[str, object]:
+    """Health and the approve page; what went wrong, instead of a crash, if they never answer."""
+    error = "no attempt"
+    for _ in range(HEALTH_TRIES):
+        try:
+            health = httpx.get(base + "/healthz", timeout=2)
+            approve = httpx.get(base + "/approve", timeout=5)
+        except httpx.TransportError as exc:
+            # The banner prints once the port listens; a refusal here means the demo died.
+            error = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.1)
+            continue
+        try:
+            body: object = health.json()
+        except ValueError:
+            body = {"status_code": health.status_code, "text": health.text[:200]}
+        return {"health": body, "approve": approve.status_code}
+    return {"health": {"error": error}, "approve": None}
 
 
 def main() -> int:
@@ -37,15 +58,8 @@ def main() -> int:
         base = re.search(r"Approve page:\s+(http://\S+)/approve", banner)
         report: dict[str, object] = {"banner": banner}
         if base:
-            for _ in range(100):
-                try:
-                    health = httpx.get(base.group(1) + "/healthz", timeout=2)
-                    break
-                except httpx.TransportError:
-                    # The banner prints just before the server binds its port.
-                    time.sleep(0.1)
-            report["health"] = health.json()
-            report["approve"] = httpx.get(base.group(1) + "/approve", timeout=5).status_code
+            report.update(probe(base.group(1)))
+        report["exited"] = proc.poll()
         print(json.dumps(report))
         return 0
     finally:

@@ -66,13 +66,24 @@ class Running:
         return len(self.pidfile.read_text().split())
 
     @asynccontextmanager
-    async def agent(self, mode: str = "legacy", token: str = TOKEN) -> AsyncIterator[Client]:
-        """An SDK client over Streamable HTTP with the bearer token."""
-        headers = {"Authorization": f"Bearer {token}"}
-        async with create_mcp_http_client(headers=headers) as http:
-            transport = streamable_http_client(self.base + "/mcp", http_client=http)
-            async with Client(transport, mode=mode, cache=None) as client:
-                yield client
+    async def agent(
+        self, mode: str = "legacy", token: str = TOKEN, **options: Any
+    ) -> AsyncIterator[Client]:
+        """An SDK client over Streamable HTTP with the bearer token (``options`` go to Client)."""
+        async with agent_at(self.base, mode=mode, token=token, **options) as client:
+            yield client
+
+
+@asynccontextmanager
+async def agent_at(
+    base: str, *, mode: str = "legacy", token: str = TOKEN, **options: Any
+) -> AsyncIterator[Client]:
+    """An SDK client over Streamable HTTP to the gate at ``base``, with the bearer token."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with create_mcp_http_client(headers=headers) as http:
+        transport = streamable_http_client(base + "/mcp", http_client=http)
+        async with Client(transport, mode=mode, cache=None, **options) as client:
+            yield client
 
 
 @asynccontextmanager
@@ -110,7 +121,8 @@ class Phone:
 
     async def pair(self, http: httpx.AsyncClient, user: str = "owner") -> None:
         """Pair through ``POST /device/pair`` with a fresh one-time code."""
-        code = await start_pairing(self.running.store, user, DeviceKind.TAP)
+        keys = self.running.app.state.voicegate.services.gate.receipt_keys
+        code = await start_pairing(self.running.store, user, DeviceKind.TAP, keys=keys)
         pem = (
             self.key.public_key()
             .public_bytes(
@@ -163,7 +175,7 @@ async def tap_in_process(running: Running, pending_id: str, user: str = "owner")
     pending = await store.pending.get(pending_id)
     assert pending is not None
     evidence = Evidence(
-        id="ev_" + pending_id,
+        id=f"ev_{pending_id}_{pending.stage.value}",  # one tap per stage
         pending_id=pending_id,
         nonce=pending.nonce,
         device_id=device.id,

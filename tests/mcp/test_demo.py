@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,11 @@ def test_demo_starts_offline_with_no_flags_and_voice_on(tmp_path):
         check=True,
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
+    banner = report["banner"]
+    endpoint = re.search(r"Agent MCP endpoint:\s+(http://127\.0\.0\.1:\d+)/mcp$", banner, re.M)
+    assert endpoint is not None, banner
+    assert re.search(r"^\s*Bearer token:\s+\S{20,}$", banner, re.M), banner
+    assert re.search(rf"Approve page:\s+{re.escape(endpoint.group(1))}/approve$", banner, re.M)
     assert "Pairing code:" in report["banner"]
     assert "Voice:              on" in report["banner"]
     assert report["health"]["status"] == "ok"

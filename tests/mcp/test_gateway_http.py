@@ -10,6 +10,8 @@ import pytest
 from mcp.types import CallToolResult
 
 from tests.mcp.harness import TOKEN, Phone, serve, tap_in_process
+from voicegate.errors import StoreUnavailable
+from voicegate.gate.types import Risk
 from voicegate.mcp.policy import Mode, Policy
 
 DEFAULT = Policy(reads=("crash",), high_risk=("delete_*",))
@@ -99,6 +101,39 @@ async def test_token_mode_runs_once_and_refuses_each_bad_token_by_name(tmp_path:
         assert data(await agent.call_tool("stats", {}))["calls"]["write_note"] == 1
         (receipt,) = await gate.assembly.services.gate.receipts("owner")
         assert receipt.mode == "token"
+
+
+async def test_token_write_whose_receipt_the_store_loses_says_it_ran_and_records_it_later(
+    tmp_path: Path,
+) -> None:
+    policy = Policy(modes=(("write_note", Mode.TOKEN),))
+    async with serve(tmp_path, policy) as gate, gate.agent() as agent:
+        args = {"name": "a", "text": "b"}
+        token = data(await agent.call_tool("write_note", args))["confirmationToken"]
+        receipts = gate.store.receipts
+
+        async def down(*_: Any) -> Any:
+            raise StoreUnavailable("database is down")
+
+        receipts.append = down  # type: ignore[method-assign]
+        ran = await agent.call_tool("write_note", {**args, "confirmationToken": token})
+        assert ran.is_error
+        assert (data(ran)["status"], data(ran)["reason"]) == (
+            "ran_unrecorded",
+            "outcome_unrecorded",
+        )
+        assert data(await agent.call_tool("stats", {}))["calls"]["write_note"] == 1
+
+        del receipts.append
+        core = gate.assembly.services.gate
+        assert await core.backlog.flush() == 1
+        core.backlog.close()
+        (receipt,) = await core.receipts("owner")
+        assert (receipt.mode, receipt.outcome, receipt.risk) == ("token", "executed", Risk.LOW)
+        assert receipt.proposed_at <= receipt.decided_at
+        again = await agent.call_tool("write_note", {**args, "confirmationToken": token})
+        assert data(again)["reason"] == "already_used"
+        assert data(await agent.call_tool("stats", {}))["calls"]["write_note"] == 1
 
 
 async def test_reject_mode_fails_closed_and_delegate_mode_runs_with_its_receipt(

@@ -136,3 +136,49 @@ async def test_decorated_write_waits_for_a_tap_and_runs_once() -> None:
         assert outcome.released and ran == [True]
         status = (await client.call_tool("pending_status", {"pending_id": first.id})).content[0]
         assert '"confirmed"' in getattr(status, "text", "")
+
+
+async def test_bare_and_called_decorators_register_the_same_way() -> None:
+    store = MemoryStore()
+    mcp = MCPServer("home")
+    gs = GatedServer(mcp, store=store)
+    ran: list[str] = []
+
+    @gs.read
+    def bare_read() -> str:
+        """A read registered without parentheses."""
+        return "bare"
+
+    @gs.read("named_read")
+    def called_read() -> str:
+        """A read registered with a name."""
+        return "named"
+
+    @gs.write
+    def bare_write(text: str) -> str:
+        """A write registered without parentheses."""
+        ran.append(text)
+        return text
+
+    @gs.write()
+    def called_write(text: str) -> str:
+        """A write registered with parentheses."""
+        ran.append(text)
+        return text
+
+    assert bare_read() == "bare" and bare_write.__name__ == "bare_write"
+    async with Client(mcp) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"bare_read", "named_read", "bare_write", "called_write"} <= set(tools)
+        for name in ("bare_read", "named_read"):
+            hints = tools[name].annotations
+            assert hints is not None and hints.read_only_hint
+        assert getattr((await client.call_tool("bare_read", {})).content[0], "text", "") == "bare"
+        for name in ("bare_write", "called_write"):
+            hints = tools[name].annotations
+            assert hints is not None and hints.read_only_hint is False
+            reply = (await client.call_tool(name, {"text": name})).content[0]
+            assert "pending_user_confirmation" in getattr(reply, "text", "")
+        assert ran == []
+        waiting = await gs.gate.open_for("owner")
+        assert sorted(p.actions[0].tool for p in waiting) == ["bare_write", "called_write"]

@@ -36,7 +36,7 @@ from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.gate.faults import FAULT_ENV
 from voicegate.gate.types import DeviceKind
-from voicegate.secrets import generate_secret
+from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,11 +209,12 @@ class Phone:
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.device_id = ""
 
-    async def pair(self, db: str, http: httpx.AsyncClient) -> None:
-        """Pair through ``POST /device/pair`` with a code written into ``db`` by the operator."""
+    async def pair(self, db: str, http: httpx.AsyncClient, keys: str) -> None:
+        """Pair through ``POST /device/pair`` with a code written into ``db`` by the operator,
+        hashed under the replicas' signing ``keys`` as ``voicegate pair`` hashes it."""
         store = await open_store(db)
         try:
-            code = await start_pairing(store, USER, DeviceKind.TAP)
+            code = await start_pairing(store, USER, DeviceKind.TAP, keys=KeyRing(keys))
         finally:
             await store.close()
         pem = (

@@ -1,24 +1,33 @@
 """The database goes away under a running gate: confirms fail closed, reads go on, it heals.
 
-PostgreSQL: a private server the test starts itself is stopped mid-run and started again.
+PostgreSQL: a private server the test starts itself is stopped mid-run and started again, once
+before a confirm and once in the middle of one, after the upstream ran.
 SQLite: another connection holds the file's write lock for a while.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import require
+from tests.gate.helpers import ManualClock, Risk, Upstream, actions, evidence, make_gate, pair
 from tests.reliability.cluster import Phone, data, pending_status, propose, running, start
 from tests.reliability.counter import executions as executed
 from tests.reliability.pgserver import PrivatePostgres, can_run
-from voicegate.reasons import Reason
+from voicegate.gate.backlog import Backlog
+from voicegate.gate.core import UNRECORDED
+from voicegate.gate.receipts import verify_chain
+from voicegate.gate.types import Status
+from voicegate.reasons import Kind, Reason
+from voicegate.store import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +72,7 @@ async def test_postgres_down_fails_confirms_closed_keeps_reads_and_heals_when_it
         httpx.AsyncClient(base_url=served.base, timeout=60.0) as http,
     ):
         phone = Phone()
-        await phone.pair(private_pg.dsn, http)
+        await phone.pair(private_pg.dsn, http, keys)
         pending_id = await propose(agent, "through-the-outage")
         nonce = (await phone.nonces(http))[pending_id]
 
@@ -89,6 +98,47 @@ async def test_postgres_down_fails_confirms_closed_keeps_reads_and_heals_when_it
     assert [e["name"] for e in executed(executions)] == ["through-the-outage"]
 
 
+@pytest.mark.postgres
+async def test_postgres_lost_after_the_upstream_ran_answers_unrecorded_and_writes_the_receipt_later(
+    private_pg: PrivatePostgres,
+) -> None:
+    store = await open_store(private_pg.dsn)
+    clock, upstream = ManualClock(), Upstream()
+
+    async def runs_then_loses_the_database(tool: str, arguments: Mapping[str, Any]) -> Any:
+        result = await upstream(tool, arguments)
+        await asyncio.to_thread(private_pg.stop)
+        return result
+
+    gate = make_gate(store, clock, upstream)
+    gate.executor = runs_then_loses_the_database
+    # Short real waits: the backlog retries against a real server that is starting again.
+    gate.backlog = Backlog(delays=(0.05, 0.2))
+    try:
+        device = await pair(store)
+        pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+        outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+        assert outcome.released and outcome.reason is Reason.OUTCOME_UNRECORDED
+        assert outcome.receipt is None and len(upstream.calls) == 1
+        seen = await gate.status(pending.id)
+        assert seen.status is Status.CONFIRMED and seen.error == UNRECORDED
+
+        await asyncio.to_thread(private_pg.start)
+        await asyncio.wait_for(gate.backlog.wait(), timeout=60)
+        (receipt,) = await store.receipts.list("u1")
+        recorded = await gate.status(pending.id)
+        assert (receipt.outcome, receipt.pending_id) == ("executed", pending.id)
+        assert recorded.status is Status.CONFIRMED and recorded.receipt_id == receipt.id
+        assert verify_chain([receipt], gate.receipt_keys) == []
+        again = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+        assert again.reason is Reason.NOT_OPEN
+        assert await gate.settle_interrupted() == 0
+        assert len(upstream.calls) == 1
+    finally:
+        gate.backlog.close()
+        await store.close()
+
+
 @contextmanager
 def write_locked(path: Path) -> Iterator[None]:
     """Hold the SQLite file's write lock from another connection for the block."""
@@ -112,7 +162,7 @@ async def test_locked_sqlite_file_fails_confirms_closed_and_heals_when_released(
         httpx.AsyncClient(base_url=served.base, timeout=60.0) as http,
     ):
         phone = Phone()
-        await phone.pair(str(db), http)
+        await phone.pair(str(db), http, keys)
         pending_id = await propose(agent, "behind-the-lock")
         nonce = (await phone.nonces(http))[pending_id]
 

@@ -75,7 +75,7 @@ async def test_2000_racing_confirms_over_two_replicas_run_each_of_200_writes_onc
         httpx.AsyncClient(base_url=b.base, timeout=60.0, limits=SHORT_KEEPALIVE) as http_b,
     ):
         phone = Phone()
-        await phone.pair(shared_pg, http_a)
+        await phone.pair(shared_pg, http_a, keys)
         gate = asyncio.Semaphore(IN_FLIGHT)
 
         async def confirm(pending_id: str, nonce: str, i: int) -> tuple[str, int, str]:
@@ -135,7 +135,7 @@ async def test_what_one_replica_approves_or_spends_the_other_sees_as_done(
         httpx.AsyncClient(base_url=b.base, limits=SHORT_KEEPALIVE) as http_b,
     ):
         phone = Phone()
-        await phone.pair(shared_pg, http_b)  # paired on b, used on a
+        await phone.pair(shared_pg, http_b, keys)  # paired on b, used on a
         pending_id = await propose(agent_a, "shared")
         nonce = (await phone.nonces(http_b))[pending_id]
 

@@ -11,7 +11,7 @@ from voicegate.cli import build_parser
 from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError
 from voicegate.gate import faults
-from voicegate.gate.core import INTERRUPTED
+from voicegate.gate.core import MAY_HAVE_RUN
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.limits import RateLimits
@@ -54,13 +54,13 @@ async def test_a_release_stopped_after_its_receipt_settles_to_that_receipt_not_a
     assert await gate.settle_interrupted() == 0
 
 
-async def test_a_release_stopped_before_its_receipt_settles_as_unknown_with_the_reason() -> None:
+async def test_a_release_stopped_before_its_receipt_settles_as_may_have_run() -> None:
     store, clock, upstream = MemoryStore(), ManualClock(), Upstream()
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
 
-    async def append(user: str, make: Any) -> Any:
+    async def append(user: str, make: Any, keys: Any) -> Any:
         raise Stopped
 
     store.receipts.append = append  # type: ignore[method-assign]
@@ -71,8 +71,9 @@ async def test_a_release_stopped_before_its_receipt_settles_as_unknown_with_the_
     assert await gate.settle_interrupted() == 1
     settled = await gate.status(pending.id)
     (receipt,) = await gate.receipts("u1")
-    assert settled.status is Status.UNKNOWN and settled.error == INTERRUPTED
-    assert receipt.outcome == "unknown" and receipt.error == INTERRUPTED
+    assert settled.status is Status.UNKNOWN and settled.error == MAY_HAVE_RUN
+    assert receipt.outcome == "unknown" and receipt.error == MAY_HAVE_RUN
+    assert len(upstream.calls) == 1  # it did run: "nothing ran" would have been false
     assert settled.receipt_id == receipt.id
 
 

@@ -13,12 +13,14 @@ import numpy as np
 import numpy.typing as npt
 import soundfile as sf
 
-FORMATS = ("wav", "flac", "ogg/opus", "webm/opus")
+FORMATS = ("wav", "flac", "ogg/vorbis", "ogg/opus", "webm/opus", "mp4/aac")
 CONTENT_TYPES = {
     "wav": "audio/wav",
     "flac": "audio/flac",
+    "ogg/vorbis": "audio/ogg",
     "ogg/opus": "audio/ogg",
     "webm/opus": "audio/webm",
+    "mp4/aac": "audio/mp4",
 }
 
 
@@ -36,11 +38,37 @@ def burst(rate: int = 16_000, seconds: float = 1.0, seed: int = 0) -> npt.NDArra
 def encode(fmt: str, samples: npt.NDArray[np.float32] | None = None, rate: int = 16_000) -> bytes:
     """``samples`` (default: a burst) as ``fmt`` bytes."""
     x = burst(rate) if samples is None else samples
-    if fmt in ("wav", "flac"):
+    if fmt in ("wav", "flac", "ogg/vorbis"):
         out = io.BytesIO()
-        sf.write(out, x, rate, format=fmt.upper(), subtype="PCM_16")
+        container, subtype = ("OGG", "VORBIS") if fmt == "ogg/vorbis" else (fmt.upper(), "PCM_16")
+        sf.write(out, x, rate, format=container, subtype=subtype)
         return out.getvalue()
+    if fmt == "mp4/aac":
+        return _aac(x, rate)
     return _opus("ogg" if fmt == "ogg/opus" else "webm", x, rate)
+
+
+def _aac(
+    x: npt.NDArray[np.float32], rate: int, frames: int = 1, bit_rate: int | None = None
+) -> bytes:
+    """AAC in a fragmented MP4, as Safari's recorder writes it; ``frames`` copies of ``x``."""
+    out = io.BytesIO()
+    with av.open(
+        out, mode="w", format="mp4", options={"movflags": "frag_keyframe+empty_moov"}
+    ) as c:
+        stream = c.add_stream("aac", rate=rate)
+        stream.layout = "mono"
+        if bit_rate is not None:
+            stream.bit_rate = bit_rate
+        for i in range(frames):
+            frame = av.AudioFrame.from_ndarray(x[None, :], format="fltp", layout="mono")
+            frame.sample_rate = rate
+            frame.pts = i * len(x)
+            for packet in stream.encode(frame):
+                c.mux(packet)
+        for packet in stream.encode(None):
+            c.mux(packet)
+    return out.getvalue()
 
 
 def _opus(container: str, x: npt.NDArray[np.float32], rate: int) -> bytes:
@@ -128,6 +156,27 @@ def flac_bomb(seconds: int = 600) -> bytes:
     out = io.BytesIO()
     sf.write(out, x, 16_000, format="FLAC", subtype="PCM_16")
     return out.getvalue()
+
+
+@functools.cache
+def vorbis_bomb(seconds: int = 600) -> bytes:
+    """Ten minutes of mostly silence as OGG/Vorbis: a few dozen KiB for 10 million samples."""
+    out = io.BytesIO()
+    with sf.SoundFile(out, "w", 16_000, 1, format="OGG", subtype="VORBIS") as f:
+        f.write(burst())
+        # A second at a time: libsndfile's Vorbis encoder crashes on one very large write.
+        quiet = np.zeros(16_000, dtype=np.float32)
+        for _ in range(seconds - 1):
+            f.write(quiet)
+    return out.getvalue()
+
+
+@functools.cache
+def aac_bomb(seconds: int = 600) -> bytes:
+    """Ten minutes of AAC in a fragmented MP4 (no duration in its header) under the upload
+    limit: a second of burst, then silence at a low bit rate."""
+    quiet = np.zeros(16_000, dtype=np.float32)
+    return _aac(np.concatenate([burst(), quiet]), 16_000, frames=seconds // 2, bit_rate=12_000)
 
 
 @functools.cache

@@ -1,5 +1,6 @@
 """The real app in-process, around a memory store, a moved clock, the notes upstream and a
-recogniser that never hears anything; a signed voice device paired through the API."""
+fake recogniser (by default one that never hears anything); a signed voice device paired through
+the API."""
 
 from __future__ import annotations
 
@@ -54,6 +55,28 @@ class Deaf:
 
 
 @dataclass
+class Eager(Deaf):
+    """A recogniser that hears a clear "yes" in anything it is given.
+
+    With it, whatever reaches the recogniser releases a one-card set: a hostile recording that is
+    refused under it was refused before being heard, not for sounding like nothing.
+    """
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        self.calls.extend(utterances)
+        return [
+            Hearing(
+                "Yes.",
+                "en",
+                0.01,
+                -0.1,
+                scores=tuple((c, -0.1 if c == "yes" else -30.0) for c in u.candidates),
+            )
+            for u in utterances
+        ]
+
+
+@dataclass
 class World:
     """One served gate and the handles a hostile-input test needs."""
 
@@ -100,11 +123,13 @@ class World:
 
 
 @asynccontextmanager
-async def world(*, modes: str = "", voice: bool = True) -> AsyncIterator[World]:
+async def world(
+    *, modes: str = "", voice: bool = True, recogniser: Deaf | None = None
+) -> AsyncIterator[World]:
     """The app with its lifespan running, and a voice device of user ``owner`` paired."""
     clock = ManualClock()
     store = await open_store("memory")
-    recogniser = Deaf()
+    recogniser = recogniser or Deaf()
     pipeline = VoicePipeline(recogniser, ReplayGuard(store.fingerprints, clock=clock))
     config = ServerConfig(token=Secret(TOKEN), keys=KeyRing.generate())
     app = build_app(

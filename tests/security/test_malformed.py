@@ -17,11 +17,13 @@ import httpx
 import pytest
 
 from tests.security import audio
-from tests.security.kit import TOKEN, World, held, world
+from tests.security.kit import TOKEN, Eager, World, held, world
 from voicegate.device import signing
+from voicegate.device.routes import AUDIO_TYPES
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.reasons import Reason
+from voicegate.voice import audio as decoder
 from voicegate.web.app import MAX_MCP_BYTES
 
 NOTES = [
@@ -33,7 +35,7 @@ REASONS = {r.value for r in Reason}
 
 @pytest.fixture
 async def w() -> AsyncIterator[World]:
-    async with held(world()) as opened:
+    async with held(world(recogniser=Eager())) as opened:
         yield opened
 
 
@@ -69,70 +71,132 @@ async def send_voice(
 
 
 # -- recordings ------------------------------------------------------------------------------
+#
+# The recogniser in these tests hears a clear "yes" in anything it is given (``Eager``), so a
+# recording that reached it would release the set. Each kind must be refused by the decoder,
+# before the recogniser, with its own reason.
 
 
-def _damaged(fmt: str, damage: Callable[[bytes], bytes]) -> tuple[Callable[[], bytes], str]:
-    return (lambda: damage(audio.encode(fmt))), audio.CONTENT_TYPES[fmt]
+def _damaged(
+    fmt: str, damage: Callable[[bytes], bytes], reason: Reason
+) -> tuple[Callable[[], bytes], str, Reason]:
+    return (lambda: damage(audio.encode(fmt))), audio.CONTENT_TYPES[fmt], reason
 
 
 def _head(data: bytes) -> bytes:
     return data[:60]
 
 
-RECORDINGS: dict[str, tuple[Callable[[], bytes], str]] = {
-    **{f"corrupt {fmt}": _damaged(fmt, audio.corrupted) for fmt in audio.FORMATS},
-    **{f"truncated {fmt}": _damaged(fmt, _head) for fmt in audio.FORMATS},
-    **{f"cut mid-stream {fmt}": _damaged(fmt, audio.truncated) for fmt in audio.FORMATS},
-    "wav header claiming ten hours": (audio.wav_claiming_ten_hours, "audio/wav"),
-    "wav declaring a 4 GiB data chunk": (audio.wav_with_giant_data_size, "audio/wav"),
-    "flac bomb: ten minutes in a few KiB": (audio.flac_bomb, "audio/flac"),
-    "ogg/opus bomb": (lambda: audio.opus_bomb("ogg"), "audio/ogg"),
-    "webm/opus bomb": (lambda: audio.opus_bomb("webm"), "audio/webm"),
+RECORDINGS: dict[str, tuple[Callable[[], bytes], str, Reason]] = {
+    # Random bytes behind a WAV header are valid PCM: they sound like what they are, noise.
+    **{
+        f"corrupt {fmt}": _damaged(
+            fmt, audio.corrupted, Reason.TOO_NOISY if fmt == "wav" else Reason.CORRUPT
+        )
+        for fmt in audio.FORMATS
+    },
+    **{f"truncated {fmt}": _damaged(fmt, _head, Reason.CORRUPT) for fmt in audio.FORMATS},
+    **{
+        f"cut mid-stream {fmt}": _damaged(fmt, audio.truncated, Reason.CORRUPT)
+        for fmt in audio.FORMATS
+    },
+    "wav header claiming ten hours": (audio.wav_claiming_ten_hours, "audio/wav", Reason.TOO_LONG),
+    "wav declaring a 4 GiB data chunk": (
+        audio.wav_with_giant_data_size,
+        "audio/wav",
+        Reason.TOO_LONG,
+    ),
+    "flac bomb: ten minutes in a few KiB": (audio.flac_bomb, "audio/flac", Reason.TOO_LONG),
+    "ogg/vorbis bomb": (audio.vorbis_bomb, "audio/ogg", Reason.TOO_LONG),
+    "ogg/opus bomb": (lambda: audio.opus_bomb("ogg"), "audio/ogg", Reason.TOO_LONG),
+    "webm/opus bomb": (lambda: audio.opus_bomb("webm"), "audio/webm", Reason.TOO_LONG),
     "webm/opus bomb with no declared duration": (
         lambda: audio.without_declared_duration(audio.opus_bomb("webm")),
         "audio/webm",
+        Reason.TOO_LONG,
     ),
-    "wav at 12345 Hz": (lambda: audio.wav_at_rate(12_345), "audio/wav"),
-    "wav at 0 Hz": (lambda: audio.wav_at_rate(0), "audio/wav"),
-    "wav at 1 Hz": (lambda: audio.wav_at_rate(1), "audio/wav"),
-    "wav at 2 GHz": (lambda: audio.wav_at_rate(2_000_000_000), "audio/wav"),
-    "float wav with NaN and infinite samples": (audio.wav_float_with_nan, "audio/wav"),
-    "empty body": (lambda: b"", "audio/wav"),
-    "text sent as audio/wav": (lambda: b"hello, this is not audio at all" * 10, "audio/wav"),
-    "wav sent as text/plain": (lambda: audio.encode("wav"), "text/plain"),
-    "json sent as the recording": (lambda: b'{"decision": "confirm"}', "application/json"),
-    "only the RIFF magic": (lambda: b"RIFF\xff\xff\xff\xffWAVE", "audio/wav"),
+    "mp4/aac bomb": (audio.aac_bomb, "audio/mp4", Reason.TOO_LONG),
+    "wav at 12345 Hz": (lambda: audio.wav_at_rate(12_345), "audio/wav", Reason.UNSUPPORTED_FORMAT),
+    "wav at 0 Hz": (lambda: audio.wav_at_rate(0), "audio/wav", Reason.CORRUPT),
+    # One second of samples at 1 Hz is a header declaring nine hours.
+    "wav at 1 Hz": (lambda: audio.wav_at_rate(1), "audio/wav", Reason.TOO_LONG),
+    "wav at 2 GHz": (
+        lambda: audio.wav_at_rate(2_000_000_000),
+        "audio/wav",
+        Reason.UNSUPPORTED_FORMAT,
+    ),
+    "float wav with NaN and infinite samples": (
+        audio.wav_float_with_nan,
+        "audio/wav",
+        Reason.CORRUPT,
+    ),
+    "empty body": (lambda: b"", "audio/wav", Reason.UNSUPPORTED_FORMAT),
+    "text sent as audio/wav": (
+        lambda: b"hello, this is not audio at all" * 10,
+        "audio/wav",
+        Reason.CORRUPT,
+    ),
+    # A valid recording labelled as something that is not audio is refused unheard.
+    "wav sent as text/plain": (
+        lambda: audio.encode("wav"),
+        "text/plain",
+        Reason.UNSUPPORTED_FORMAT,
+    ),
+    "json sent as the recording": (
+        lambda: b'{"decision": "confirm"}',
+        "application/json",
+        Reason.UNSUPPORTED_FORMAT,
+    ),
+    "only the RIFF magic": (
+        lambda: b"RIFF\xff\xff\xff\xffWAVE",
+        "audio/wav",
+        Reason.CORRUPT,
+    ),
 }
 
 
+@pytest.mark.parametrize("fmt", audio.FORMATS)
+async def test_every_accepted_format_releases_when_heard(w: World, fmt: str) -> None:
+    """The control: a valid recording reaches the recogniser and releases its set, so the
+    refusals below come from the decoder, not from a recogniser that hears nothing."""
+    pending = await propose(w, n=1)
+    response = await send_voice(w, pending, audio.encode(fmt), audio.CONTENT_TYPES[fmt])
+    assert response.status_code == 200, response.text[:300]
+    assert response.json()["released"] is True
+    assert len(w.recogniser.calls) == 1
+    assert await w.writes_run() == 1
+
+
 @pytest.mark.parametrize("kind", sorted(RECORDINGS))
-async def test_hostile_recording_is_refused_with_a_reason_and_runs_nothing(
+async def test_hostile_recording_is_refused_unheard_with_its_reason_and_runs_nothing(
     w: World, kind: str
 ) -> None:
-    make, content_type = RECORDINGS[kind]
+    make, content_type, reason = RECORDINGS[kind]
     pending = await propose(w, n=1)
     response = await send_voice(w, pending, make(), content_type)
-    refused(response)
+    assert refused(response) is reason
+    assert w.recogniser.calls == []
     await nothing_ran(w, pending)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "wav header claiming ten hours",
-        "wav declaring a 4 GiB data chunk",
-        "flac bomb: ten minutes in a few KiB",
-        "ogg/opus bomb",
-        "webm/opus bomb",
-        "webm/opus bomb with no declared duration",
-    ],
-)
-async def test_bombs_and_long_headers_never_reach_the_recogniser(w: World, kind: str) -> None:
-    make, content_type = RECORDINGS[kind]
+async def test_a_live_webm_cut_short_is_heard_as_the_shorter_recording_it_is(w: World) -> None:
+    """A recorder's live WebM declares no length, so a stream cut short cannot be told from a
+    short answer. The device signed exactly these bytes, so only the device could have cut them:
+    the recording is heard, and what it says decides."""
+    live = audio.without_declared_duration(audio.encode("webm/opus"))
     pending = await propose(w, n=1)
-    response = await send_voice(w, pending, make(), content_type)
-    assert refused(response) is Reason.TOO_LONG
-    assert w.recogniser.calls == []
+    response = await send_voice(w, pending, audio.truncated(live), "audio/webm")
+    assert response.json()["released"] is True
+    [heard] = w.recogniser.calls
+    assert len(heard.samples) < 16_000 // 2
+    assert await w.writes_run() == 1
+
+
+def test_the_api_declares_every_container_the_decoder_reads(w: World) -> None:
+    voice = w.app.openapi()["paths"]["/device/voice"]["post"]["requestBody"]["content"]
+    declared = tuple(t for t in voice if t.startswith("audio/"))
+    assert declared == AUDIO_TYPES == decoder.CONTENT_TYPES
+    assert set(audio.CONTENT_TYPES.values()) == set(declared)
 
 
 async def test_oversized_upload_is_refused_before_the_whole_body_is_read(w: World) -> None:

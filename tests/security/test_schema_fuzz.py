@@ -1,8 +1,10 @@
-"""schemathesis over the device API's own OpenAPI document: no generated request is a 5xx.
+"""schemathesis over the device API's OpenAPI document: no generated request is a 5xx.
 
-Every generated request is signed by a device paired for real, so the fuzzing reaches past the
-signature check into the routes, the gate and the voice pipeline. The rate limits are raised so
-that the budget does not turn the run into a string of 429s.
+Two runs: the device router alone, and the whole app ``build_app`` serves (its exception
+handlers, body limits, events and the notes server upstream). Every generated request is signed
+by a device paired for real, so the fuzzing reaches past the signature check into the routes, the
+gate and the voice pipeline; the recogniser hears a clear "yes" in anything. The rate limits are
+raised so that the budget does not turn the run into a string of 429s. Nothing may run upstream.
 """
 
 from __future__ import annotations
@@ -20,19 +22,25 @@ from schemathesis.checks import not_a_server_error
 from starlette.testclient import TestClient
 
 from tests.device.kit import Executed, SigningDevice
-from tests.security.kit import Deaf
+from tests.security.kit import Eager
 from voicegate.clock import ManualClock
 from voicegate.device.pairing import start_pairing
-from voicegate.device.routes import AUDIO_TYPES, device_router
+from voicegate.device.routes import AUDIO_TYPES, NONCE_HEADER, PENDING_HEADER, device_router
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import DeviceKind, Risk
+from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.limits import RateLimits
+from voicegate.mcp.notes import build_notes_server
+from voicegate.mcp.policy import Policy
+from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.secrets import KeyRing
 from voicegate.services import Services, Settings
+from voicegate.settings import ServerConfig
 from voicegate.store.memory import MemoryStore
 from voicegate.voice.pipeline import VoicePipeline
+from voicegate.web.app import Assembly, build_app
 
 EXAMPLES = 100
+UNLIMITED = RateLimits(10**6, 10**6, 10**6, 10**6)
 CLOCK = ManualClock()
 STORE = MemoryStore()
 EXECUTED = Executed()
@@ -45,9 +53,9 @@ SERVICES = Services(
         receipt_keys=KeyRing.generate(),
         clock=CLOCK,
     ),
-    voice=VoicePipeline(Deaf(), None),
+    voice=VoicePipeline(Eager(), None),
     clock=CLOCK,
-    settings=Settings(rate_limits=RateLimits(10**6, 10**6, 10**6, 10**6)),
+    settings=Settings(rate_limits=UNLIMITED),
 )
 APP = FastAPI(title="voicegate device API")
 APP.include_router(device_router(SERVICES))
@@ -55,33 +63,41 @@ APP.include_router(device_router(SERVICES))
 schemathesis.serializer.alias(list(AUDIO_TYPES), "application/octet-stream")
 SCHEMA = schemathesis.openapi.from_dict(APP.openapi())
 
-
-@pytest.fixture(scope="module")
-def signed() -> Iterator[tuple[TestClient, SigningDevice]]:
-    with TestClient(APP, base_url="http://testserver") as client:
-        code = asyncio.run(start_pairing(STORE, "asha", DeviceKind.VOICE, clock=CLOCK))
-        device = SigningDevice(client, CLOCK)  # type: ignore[arg-type]
-        paired = client.post("/device/pair", json={"code": code, "public_key": device.public_jwk()})
-        assert paired.status_code == 200, paired.text
-        device.id = paired.json()["device_id"]
-        asyncio.run(
-            SERVICES.gate.propose(
-                "asha", [ActionRequest("write_note", {"name": "n", "text": "t"})], risk=Risk.HIGH
-            )
-        )
-        yield client, device
-
-
-@SCHEMA.parametrize()
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
+REAL_STORE = MemoryStore()
+REAL_APP = build_app(
+    ServerConfig(keys=KeyRing.generate(), rate_limits=UNLIMITED),
+    upstream=UpstreamSpec.in_process(build_notes_server()),
+    policy=Policy(),
+    store=REAL_STORE,
+    voice=VoicePipeline(Eager(), None),
+    clock=CLOCK,
 )
-def test_no_generated_device_request_is_a_server_error(
-    case: Any, signed: tuple[TestClient, SigningDevice]
+REAL: Assembly = REAL_APP.state.voicegate
+REAL_SCHEMA = schemathesis.openapi.from_dict(REAL_APP.openapi())
+
+
+def pair(client: TestClient, services: Services, user: str) -> SigningDevice:
+    """A voice device of ``user`` paired through ``client``, with a high-risk set waiting."""
+    code = asyncio.run(
+        start_pairing(
+            services.store, user, DeviceKind.VOICE, keys=services.gate.receipt_keys, clock=CLOCK
+        )
+    )
+    device = SigningDevice(client, CLOCK)  # type: ignore[arg-type]
+    paired = client.post("/device/pair", json={"code": code, "public_key": device.public_jwk()})
+    assert paired.status_code == 200, paired.text
+    device.id = paired.json()["device_id"]
+    return device
+
+
+def send(
+    case: Any, client: TestClient, device: SigningDevice, answering: PendingSet | None = None
 ) -> None:
-    client, device = signed
+    """Send one generated request, signed by ``device``; it must not be a server error.
+
+    With ``answering``, a generated recording goes to that set (its id and nonce ride in
+    headers the schema does not describe), so it reaches the decoder and the recogniser.
+    """
     kwargs = case.as_transport_kwargs(base_url="http://testserver")
     kwargs.pop("cookies", None)
     prepared = requests.Request(**kwargs).prepare()
@@ -90,11 +106,56 @@ def test_no_generated_device_request_is_a_server_error(
     headers = {
         k: v if isinstance(v, str) else v.decode("latin-1") for k, v in prepared.headers.items()
     }
+    if answering is not None and prepared.path_url.startswith("/device/voice"):
+        headers.update({PENDING_HEADER: answering.id, NONCE_HEADER: answering.nonce})
     if not prepared.path_url.startswith("/device/pair"):
-        headers.update(device.headers(prepared.method or "GET", prepared.path_url, body))
+        headers = device.headers(prepared.method or "GET", prepared.path_url, body, headers)
     response = client.request(
         prepared.method or "GET", prepared.url or "", content=body, headers=headers
     )
     case.validate_response(response, checks=[not_a_server_error])
     assert response.status_code < 500, (response.status_code, response.text[:300])
+
+
+@pytest.fixture(scope="module")
+def signed() -> Iterator[tuple[TestClient, SigningDevice]]:
+    with TestClient(APP, base_url="http://testserver") as client:
+        device = pair(client, SERVICES, "asha")
+        asyncio.run(
+            SERVICES.gate.propose(
+                "asha", [ActionRequest("write_note", {"name": "n", "text": "t"})], risk=Risk.HIGH
+            )
+        )
+        yield client, device
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[TestClient, SigningDevice, PendingSet]]:
+    with TestClient(REAL_APP, base_url=REAL.config.base_url) as client:
+        device = pair(client, REAL.services, REAL.config.user)
+        propose = REAL.services.gate.propose
+        request = ActionRequest("write_note", {"name": "n", "text": "t"})
+        pending = client.portal.call(lambda: propose(REAL.config.user, [request], risk=Risk.LOW))
+        yield client, device, pending
+        receipts = client.portal.call(REAL.services.gate.receipts)
+        assert receipts == [], "a generated request released a write"
+
+
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SCHEMA.parametrize()
+@FUZZ
+def test_no_generated_device_request_is_a_server_error(
+    case: Any, signed: tuple[TestClient, SigningDevice]
+) -> None:
+    send(case, *signed)
     assert EXECUTED.calls == []
+
+
+@REAL_SCHEMA.parametrize()
+@FUZZ
+def test_no_generated_request_to_the_served_app_is_a_server_error(
+    case: Any, served: tuple[TestClient, SigningDevice, PendingSet]
+) -> None:
+    send(case, *served)

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from voicegate.gate.receipts import (
+    LEGACY,
+    ChainHead,
+    ProblemKind,
+    seal,
+    verify_chain,
+    verify_heads,
+)
 from voicegate.gate.types import (
     Action,
     Check,
@@ -23,10 +31,14 @@ from voicegate.gate.types import (
     Status,
     StoredFingerprint,
 )
-from voicegate.store import open_store
+from voicegate.secrets import KeyRing, generate_secret
+from voicegate.store import MemoryStore, PostgresStore, SqliteStore, open_store
 from voicegate.store.base import Store
+from voicegate.store.memory import MemoryReceipts
 
 Factory = Callable[[pytest.FixtureRequest], Awaitable[Store]]
+
+RECEIPT_KEYS = KeyRing([("r1", generate_secret())])
 
 
 async def memory(request: pytest.FixtureRequest) -> Store:
@@ -85,27 +97,29 @@ def device(device_id: str, user: str = "ann", created_at: float = 1.0) -> Device
 
 
 def receipt_maker(user: str, pending_id: str = "p1") -> Callable[[int, str], Receipt]:
-    """A ``make`` whose digest hashes the receipt's place, so a broken chain shows."""
+    """A ``make`` that seals each receipt with ``RECEIPT_KEYS``, so a broken chain shows."""
 
     def make(seq: int, prev: str) -> Receipt:
-        return Receipt(
-            id=str(uuid.uuid4()),
-            user=user,
-            seq=seq,
-            prev_digest=prev,
-            pending_id=pending_id,
-            tool="send_email",
-            arguments={"to": "bob@example.org"},
-            args_hash="h" * 64,
-            card_text="Send an email",
-            risk=Risk.LOW,
-            mode="device",
-            outcome="confirmed",
-            proposed_at=1.0,
-            decided_at=2.0,
-            executed_at=3.0,
-            checks=(Check("nonce", True),),
-            digest=hashlib.sha256(f"{user}|{seq}|{prev}".encode()).hexdigest(),
+        return seal(
+            Receipt(
+                id=str(uuid.uuid4()),
+                user=user,
+                seq=seq,
+                prev_digest=prev,
+                pending_id=pending_id,
+                tool="send_email",
+                arguments={"to": "bob@example.org"},
+                args_hash="h" * 64,
+                card_text="Send an email",
+                risk=Risk.LOW,
+                mode="device",
+                outcome="confirmed",
+                proposed_at=1.0,
+                decided_at=2.0,
+                executed_at=3.0,
+                checks=(Check("nonce", True),),
+            ),
+            RECEIPT_KEYS,
         )
 
     return make
@@ -335,35 +349,240 @@ async def test_pruning_forgets_old_fingerprints(store: Store) -> None:
 # receipts
 
 
+async def append(store: Store, user: str, times: int = 1) -> list[Receipt]:
+    make = receipt_maker(user)
+    return [await store.receipts.append(user, make, RECEIPT_KEYS) for _ in range(times)]
+
+
+async def problems(store: Store) -> set[tuple[str, ProblemKind]]:
+    """Every chain and head problem, as (user, kind)."""
+    heads, receipts = await store.receipts.snapshot()
+    found = verify_chain(receipts, RECEIPT_KEYS) + verify_heads(receipts, heads, RECEIPT_KEYS)
+    return {(p.user, p.kind) for p in found}
+
+
+async def delete_receipts(store: Store, user: str, seqs: list[int]) -> None:
+    """Delete receipts behind the store's back, as someone with the database could."""
+    if isinstance(store, MemoryStore):
+        receipts = store.receipts
+        assert isinstance(receipts, MemoryReceipts)
+        kept = [t for t in receipts._chains[user] if json.loads(t)["seq"] not in seqs]
+        gone = {json.loads(t)["id"] for t in receipts._chains[user]} - {
+            json.loads(t)["id"] for t in kept
+        }
+        receipts._chains[user] = kept
+        for receipt_id in gone:
+            del receipts._ids[receipt_id]
+        return
+    assert isinstance(store, SqliteStore | PostgresStore)
+    for seq in seqs:
+        await store.runner.run("DELETE FROM vg_receipts WHERE user_id = ? AND seq = ?", (user, seq))
+
+
+async def delete_head(store: Store, user: str) -> None:
+    """Delete a user's head behind the store's back."""
+    if isinstance(store, MemoryStore):
+        receipts = store.receipts
+        assert isinstance(receipts, MemoryReceipts)
+        del receipts._heads[user]
+        return
+    assert isinstance(store, SqliteStore | PostgresStore)
+    await store.runner.run("DELETE FROM vg_receipt_heads WHERE user_id = ?", (user,))
+
+
 async def test_appends_chain_seq_and_prev_digest(store: Store) -> None:
-    make = receipt_maker("ann")
-    appended = [await store.receipts.append("ann", make) for _ in range(4)]
+    appended = await append(store, "ann", 4)
     assert_chain(appended)
     assert await store.receipts.list("ann") == appended
 
 
 async def test_twenty_concurrent_appends_make_one_unbroken_chain(store: Store) -> None:
     make = receipt_maker("ann")
-    appended = await asyncio.gather(*(store.receipts.append("ann", make) for _ in range(20)))
+    appended = await asyncio.gather(
+        *(store.receipts.append("ann", make, RECEIPT_KEYS) for _ in range(20))
+    )
     stored = await store.receipts.list("ann")
     assert_chain(stored)
     assert sorted(stored, key=lambda r: r.id) == sorted(appended, key=lambda r: r.id)
+    heads = await store.receipts.heads()
+    assert [(h.user, h.seq, h.digest) for h in heads.heads] == [("ann", 20, stored[-1].digest)]
+    assert await problems(store) == set()
+
+
+async def test_first_receipts_of_ten_users_at_once_are_all_counted(store: Store) -> None:
+    users = [f"u{n}" for n in range(10)]
+    await asyncio.gather(*(store.receipts.append(u, receipt_maker(u), RECEIPT_KEYS) for u in users))
+    heads = await store.receipts.heads()
+    assert [h.user for h in heads.heads] == users
+    assert heads.roster is not None and heads.roster.users == 10
+    assert await problems(store) == set()
+
+
+async def test_each_append_moves_the_signed_head_and_a_new_user_the_roster(store: Store) -> None:
+    assert await store.receipts.heads() == (await store.receipts.snapshot())[0]
+    assert (await store.receipts.heads()).heads == ()
+    ann = await append(store, "ann", 2)
+    bob = await append(store, "bob")
+    heads = await store.receipts.heads()
+    assert [(h.user, h.seq, h.digest) for h in heads.heads] == [
+        ("ann", 2, ann[-1].digest),
+        ("bob", 1, bob[-1].digest),
+    ]
+    assert all(h.key_id == "r1" and h.signature for h in heads.heads)
+    assert heads.roster is not None and (heads.roster.users, heads.roster.adopted) == (2, 0)
+    assert await problems(store) == set()
+    assert await store.receipts.adopt(RECEIPT_KEYS) == 0
 
 
 async def test_receipts_list_by_user_then_seq_and_read_by_id(store: Store) -> None:
-    first_bob = await store.receipts.append("bob", receipt_maker("bob"))
-    first_ann = await store.receipts.append("ann", receipt_maker("ann"))
-    second_bob = await store.receipts.append("bob", receipt_maker("bob"))
+    (first_bob,) = await append(store, "bob")
+    (first_ann,) = await append(store, "ann")
+    (second_bob,) = await append(store, "bob")
     assert await store.receipts.list() == [first_ann, first_bob, second_bob]
     assert await store.receipts.list("bob") == [first_bob, second_bob]
+    assert (await store.receipts.snapshot())[1] == [first_ann, first_bob, second_bob]
     assert await store.receipts.get(first_ann.id) == first_ann
     assert await store.receipts.get("nope") is None
 
 
-async def test_a_receipt_made_for_another_place_is_refused(store: Store) -> None:
+async def test_a_receipt_made_for_another_place_is_refused_and_moves_no_head(
+    store: Store,
+) -> None:
     def wrong(seq: int, prev: str) -> Receipt:
         return receipt_maker("ann")(seq + 1, prev)
 
     with pytest.raises(ValueError):
-        await store.receipts.append("ann", wrong)
+        await store.receipts.append("ann", wrong, RECEIPT_KEYS)
     assert await store.receipts.list("ann") == []
+    assert (await store.receipts.heads()).heads == ()
+    assert (await store.receipts.heads()).roster is None
+
+
+async def test_a_clashing_receipt_id_moves_no_head(store: Store) -> None:
+    (first,) = await append(store, "ann")
+
+    def same_id(seq: int, prev: str) -> Receipt:
+        return seal(dataclasses.replace(receipt_maker("bob")(seq, prev), id=first.id), RECEIPT_KEYS)
+
+    with pytest.raises(ValueError):
+        await store.receipts.append("bob", same_id, RECEIPT_KEYS)
+    heads = await store.receipts.heads()
+    assert [h.user for h in heads.heads] == ["ann"]
+    assert heads.roster is not None and heads.roster.users == 1
+    assert await problems(store) == set()
+
+
+async def test_deleting_the_last_receipt_is_found_as_truncated(store: Store) -> None:
+    await append(store, "ann", 3)
+    await delete_receipts(store, "ann", [3])
+    assert await problems(store) == {("ann", ProblemKind.TRUNCATED)}
+
+
+async def test_deleting_every_receipt_of_a_user_is_found(store: Store) -> None:
+    await append(store, "ann", 2)
+    await append(store, "bob", 2)
+    await delete_receipts(store, "ann", [1, 2])
+    assert await problems(store) == {("ann", ProblemKind.TRUNCATED)}
+    await delete_head(store, "ann")
+    assert await problems(store) == {("", ProblemKind.MISSING_CHAIN)}
+
+
+async def test_appends_after_a_deleted_tail_reuse_no_seq_and_still_fail(store: Store) -> None:
+    await append(store, "ann", 3)
+    await delete_receipts(store, "ann", [2, 3])
+    later = await append(store, "ann", 2)
+    assert [r.seq for r in later] == [4, 5]
+    assert [r.seq for r in await store.receipts.list("ann")] == [1, 4, 5]
+    assert ("ann", ProblemKind.MISSING) in await problems(store)
+
+
+async def test_a_user_whose_chain_and_head_were_deleted_stays_found_after_new_appends(
+    store: Store,
+) -> None:
+    await append(store, "ann", 2)
+    await append(store, "bob")
+    await delete_receipts(store, "ann", [1, 2])
+    await delete_head(store, "ann")
+    await append(store, "ann")
+    assert ("", ProblemKind.MISSING_CHAIN) in await problems(store)
+
+
+async def test_a_deleted_head_alone_is_found_and_appends_go_on_after_the_chain(
+    store: Store,
+) -> None:
+    await append(store, "ann", 2)
+    await delete_head(store, "ann")
+    assert await problems(store) == {
+        ("ann", ProblemKind.MISSING_HEAD),
+        ("", ProblemKind.MISSING_CHAIN),
+    }
+    (third,) = await append(store, "ann")
+    assert third.seq == 3
+    # the roster counted ann once already, and counts her again for the new head
+    assert await problems(store) == {("", ProblemKind.MISSING_CHAIN)}
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def sql_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh SQL database, to open, close and open again."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("tmp_path") / "gate.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+async def test_a_database_from_before_heads_gets_them_built_from_its_chains(sql_url: str) -> None:
+    store = await open_store(sql_url)
+    assert isinstance(store, SqliteStore | PostgresStore)
+    await append(store, "ann", 2)
+    await append(store, "bob")
+    for statement in (
+        "DELETE FROM vg_receipt_heads",
+        "DELETE FROM vg_receipt_roster",
+        "UPDATE vg_schema SET version = 1",
+    ):
+        await store.runner.run(statement)
+    await store.close()
+
+    store = await open_store(sql_url)
+    try:
+        heads = await store.receipts.heads()
+        assert heads.heads == () and heads.roster is not None and heads.roster.users == LEGACY
+        assert await store.receipts.adopt(RECEIPT_KEYS) == 2
+        assert await store.receipts.adopt(RECEIPT_KEYS) == 0
+        heads = await store.receipts.heads()
+        assert heads.roster is not None and (heads.roster.users, heads.roster.adopted) == (2, 2)
+        assert await problems(store) == set()
+        (third,) = await append(store, "ann")
+        assert third.seq == 3 and await problems(store) == set()
+    finally:
+        await store.close()
+
+
+async def test_an_append_to_a_database_from_before_heads_adopts_it_first(sql_url: str) -> None:
+    store = await open_store(sql_url)
+    assert isinstance(store, SqliteStore | PostgresStore)
+    await append(store, "ann", 2)
+    await store.runner.run("DELETE FROM vg_receipt_heads")
+    await store.runner.run("DELETE FROM vg_receipt_roster")
+    await store.runner.run("UPDATE vg_schema SET version = 1")
+    await store.close()
+
+    store = await open_store(sql_url)
+    try:
+        (third,) = await append(store, "ann")
+        (first_bob,) = await append(store, "bob")
+        assert (third.seq, first_bob.seq) == (3, 1)
+        heads = await store.receipts.heads()
+        assert heads.roster is not None and (heads.roster.users, heads.roster.adopted) == (2, 1)
+        assert [ChainHead(h.user, h.seq, h.digest) for h in heads.heads] == [
+            ChainHead("ann", 3, third.digest),
+            ChainHead("bob", 1, first_bob.digest),
+        ]
+        assert await problems(store) == set()
+    finally:
+        await store.close()

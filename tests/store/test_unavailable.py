@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import PG_DSN
 from tests.store.conftest import with_schema
-from tests.store.test_contract import device, pending, receipt_maker
+from tests.store.test_contract import RECEIPT_KEYS, device, pending, receipt_maker
 from voicegate.errors import StoreUnavailable
 from voicegate.gate.types import DeviceKind, PairingCode, Status, StoredFingerprint
 from voicegate.store import MemoryStore, PostgresStore, SqliteStore, open_store
@@ -39,9 +39,11 @@ CALLS: list[tuple[str, Callable[[Store], Awaitable[object]]]] = [
     ("fingerprints.add", lambda s: s.fingerprints.add(StoredFingerprint("f", "ann", 1.0, b""))),
     ("fingerprints.since", lambda s: s.fingerprints.since("ann", 0.0)),
     ("fingerprints.prune", lambda s: s.fingerprints.prune(1.0)),
-    ("receipts.append", lambda s: s.receipts.append("ann", receipt_maker("ann"))),
+    ("receipts.append", lambda s: s.receipts.append("ann", receipt_maker("ann"), RECEIPT_KEYS)),
     ("receipts.get", lambda s: s.receipts.get("r")),
     ("receipts.list", lambda s: s.receipts.list()),
+    ("receipts.heads", lambda s: s.receipts.heads()),
+    ("receipts.snapshot", lambda s: s.receipts.snapshot()),
 ]
 
 

@@ -181,12 +181,12 @@ async def upload(
     """Seconds one signed voice upload took to come back decided, and the answer."""
     from voicegate.device import signing
 
-    headers = {
-        "content-type": "audio/wav",
+    sent = {
+        "Content-Type": "audio/wav",
         "X-Voicegate-Pending": pending.id,
         "X-Voicegate-Nonce": pending.nonce,
-        **signing.sign(device.key, device.id, "POST", "/device/voice", audio, time.time()),
     }
+    headers = signing.sign(device.key, device.id, "POST", "/device/voice", audio, time.time(), sent)
     start = time.perf_counter()
     answer = await harness.client.post("/device/voice", content=audio, headers=headers)
     elapsed = time.perf_counter() - start

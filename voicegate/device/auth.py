@@ -12,7 +12,7 @@ from voicegate.gate.types import Device
 from voicegate.reasons import Reason
 from voicegate.services import Services
 
-__all__ = ["authenticate", "device_dependency", "request_target"]
+__all__ = ["authenticate", "covered_headers", "device_dependency", "request_target"]
 
 
 def request_target(request: Request) -> str:
@@ -21,6 +21,22 @@ def request_target(request: Request) -> str:
     target = raw.decode("latin-1")
     query = request.scope.get("query_string", b"")
     return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def covered_headers(request: Request) -> dict[str, str]:
+    """The signed headers (``signing.COVERED``) the request carries; each at most once.
+
+    A second copy is refused outright: the signature covers one value, and a reader further on
+    must never pick a different one.
+    """
+    found: dict[str, str] = {}
+    for name in signing.COVERED:
+        values = request.headers.getlist(name)
+        if len(values) > 1:
+            raise DeviceRefused(Reason.BAD_DEVICE_SIGNATURE)
+        if values:
+            found[name] = values[0]
+    return found
 
 
 async def authenticate(services: Services, signed: signing.SignedRequest) -> Device:
@@ -47,6 +63,7 @@ def device_dependency(services: Services) -> Callable[[Request], Awaitable[Devic
             timestamp=headers.get(signing.TIMESTAMP_HEADER, ""),
             body=await request.body(),
             signature=headers.get(signing.SIGNATURE_HEADER, ""),
+            headers=covered_headers(request),
         )
         return await authenticate(services, signed)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.gate.types import DeviceKind
+from voicegate.settings import KEYS_ENV, keys_for
 from voicegate.store.base import Store
 
 T = TypeVar("T")
@@ -55,8 +57,20 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_pair(args: argparse.Namespace) -> int:
-    """Print a one-time pairing code for ``--user``."""
-    code = _with_store(args.db, lambda s: start_pairing(s, args.user, DeviceKind(args.kind)))
+    """Print a one-time pairing code for ``--user``.
+
+    The code is hashed under the server's signing keys (``VOICEGATE_SECRET_KEYS``, else the key
+    file beside a SQLite store), so this must see the same keys as ``voicegate serve``.
+    """
+    keys = keys_for(args.db)
+    if keys is None:
+        print(
+            f"voicegate pair: no signing keys for {args.db}; set {KEYS_ENV} as for the server",
+            file=sys.stderr,
+        )
+        return 2
+    kind = DeviceKind(args.kind)
+    code = _with_store(args.db, lambda s: start_pairing(s, args.user, kind, keys=keys))
     minutes = int(CODE_TTL // 60)
     print(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}")
     print(

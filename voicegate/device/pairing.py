@@ -14,14 +14,20 @@ The numbers, and why:
   can also pair from the same machine later, because the windows are short.
 - At 30 checks per window against a code that lives one window, a guesser's chance per code is
   30 / 10^8.
-- The code is stored only as a slow scrypt hash, so a copy of the database taken while a code is
-  open does not give the code away in the time it lives (10^8 scrypt runs take hours of CPU).
+- The code is stored only as ``HMAC-SHA256(pairing key, scrypt(code))``. The pairing key is
+  derived from the server's newest signing key (``VOICEGATE_SECRET_KEYS`` or the key file),
+  which never enters the database, so a copy of the database alone cannot test a single guess,
+  and no table computed once serves every install. Should the signing key leak too, scrypt
+  still makes each guess slow (10^8 scrypt runs take hours of CPU, the code lives 10 minutes).
+- Codes are hashed under the newest key only: a code made before a key rotation stops working,
+  and the operator makes a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import ipaddress
 import secrets
 import time
@@ -32,6 +38,7 @@ from voicegate.device.signing import ALGORITHM, normalise_public_key
 from voicegate.errors import DeviceRefused
 from voicegate.gate.types import Device, DeviceKind, PairingCode
 from voicegate.reasons import Reason
+from voicegate.secrets import KeyRing, Secret
 from voicegate.store.base import Store
 
 CODE_DIGITS = 8
@@ -44,8 +51,10 @@ MAX_NAME = 80
 # passed the budgets, but hours for an offline search of all 10^8 codes.
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 _SALT = b"voicegate-pairing-code-v1"
+# Domain separation: the pairing key is never the key that signs receipts and tokens.
+_KEY_LABEL = b"voicegate pairing code key v1"
 
-__all__ = ["complete_pairing", "hash_code", "normalise_code", "start_pairing"]
+__all__ = ["complete_pairing", "hash_code", "normalise_code", "pairing_key", "start_pairing"]
 
 
 def normalise_code(code: str) -> str:
@@ -53,10 +62,16 @@ def normalise_code(code: str) -> str:
     return "".join(ch for ch in code if ch not in " -\t")
 
 
-def hash_code(code: str) -> str:
-    """The stored form of a pairing code; the code itself is never stored."""
-    digest = hashlib.scrypt(normalise_code(code).encode("ascii", "replace"), salt=_SALT, **_SCRYPT)
-    return digest.hex()
+def pairing_key(keys: KeyRing) -> Secret:
+    """This install's key for pairing-code hashes, derived from the newest signing key."""
+    _, secret = keys.newest
+    return Secret(hmac.new(secret.reveal(), _KEY_LABEL, hashlib.sha256).digest())
+
+
+def hash_code(code: str, keys: KeyRing) -> str:
+    """The stored form of a pairing code, keyed by ``keys``; the code itself is never stored."""
+    slow = hashlib.scrypt(normalise_code(code).encode("ascii", "replace"), salt=_SALT, **_SCRYPT)
+    return hmac.new(pairing_key(keys).reveal(), slow, hashlib.sha256).hexdigest()
 
 
 async def start_pairing(
@@ -64,13 +79,17 @@ async def start_pairing(
     user: str,
     kind: DeviceKind = DeviceKind.VOICE,
     *,
+    keys: KeyRing,
     clock: Callable[[], float] = time.time,
 ) -> str:
-    """A new one-time code for ``user``, valid for ``CODE_TTL`` seconds; only its hash is stored."""
+    """A new one-time code for ``user``, valid for ``CODE_TTL`` seconds; only its hash is stored.
+
+    ``keys`` is the server's signing ring: the server redeems the code with the same ring.
+    """
     if not user:
         raise ValueError("a pairing needs a user")
     code = "".join(secrets.choice("0123456789") for _ in range(CODE_DIGITS))
-    code_hash = await asyncio.to_thread(hash_code, code)
+    code_hash = await asyncio.to_thread(hash_code, code, keys)
     await store.pairings.add(PairingCode(code_hash, user, kind, clock() + CODE_TTL))
     return code
 
@@ -81,6 +100,7 @@ async def complete_pairing(
     public_key: str | Mapping[str, Any],
     *,
     source_address: str,
+    keys: KeyRing,
     name: str = "",
     clock: Callable[[], float] = time.time,
 ) -> Device:
@@ -109,7 +129,7 @@ async def complete_pairing(
     digits = normalise_code(code)
     if len(digits) != CODE_DIGITS or not digits.isdigit():
         raise DeviceRefused(Reason.BAD_PAIRING_CODE)
-    pairing = await store.pairings.redeem(await asyncio.to_thread(hash_code, digits), now)
+    pairing = await store.pairings.redeem(await asyncio.to_thread(hash_code, digits, keys), now)
     if pairing is None:
         raise DeviceRefused(Reason.BAD_PAIRING_CODE)
     device = Device(

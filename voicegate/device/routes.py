@@ -33,6 +33,7 @@ from voicegate.device.models import (
     TapIn,
 )
 from voicegate.device.pairing import complete_pairing
+from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
 from voicegate.errors import DeviceRefused, Refused
 from voicegate.gate.core import Outcome
 from voicegate.gate.types import (
@@ -49,10 +50,9 @@ from voicegate.gate.types import (
 from voicegate.reasons import Kind, Reason
 from voicegate.services import Services
 
-PENDING_HEADER = "X-Voicegate-Pending"
-NONCE_HEADER = "X-Voicegate-Nonce"
 _WORD = re.compile(r"[^\W\d_]+")
-AUDIO_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm")
+# One per container the decoder reads: ``voice.audio.CONTENT_TYPES``, kept equal by a test.
+AUDIO_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm", "audio/mp4")
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": RefusalOut, "description": "Refused: a reason code and the next step"},
@@ -123,6 +123,7 @@ def device_router(services: Services) -> APIRouter:
             body.code,
             body.public_key,
             source_address=request.client.host if request.client else "",
+            keys=gate.receipt_keys,
             name=body.name,
             clock=clock,
         )

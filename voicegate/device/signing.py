@@ -2,15 +2,23 @@
 
 The device signs one canonical string per request::
 
-    voicegate-device-v1
+    voicegate-device-v2
     <device id>
     <METHOD>
     <path and query, exactly as sent>
     <timestamp, whole Unix seconds>
     <SHA-256 of the body, lowercase hex>
+    <Content-Type header, or empty>
+    <X-Voicegate-Pending header, or empty>
+    <X-Voicegate-Nonce header, or empty>
 
 and sends it in three headers: ``X-Voicegate-Device``, ``X-Voicegate-Timestamp`` and
 ``X-Voicegate-Signature`` (base64url of the 64-byte ``r || s`` that WebCrypto produces).
+
+The last three lines are the headers the server reads to pick a waiting set and to decode a
+voice upload (``COVERED``). Were they outside the signature, someone holding one signed upload
+could point it at another open set, or have its bytes decoded as another format. Each may
+appear at most once in a request, and none may hold a line break.
 
 Everything here is pure: ``verify`` takes the stored device and the request's parts and either
 returns the single-use key the caller must spend in the ledger, or raises ``DeviceRefused``.
@@ -23,7 +31,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -39,10 +47,14 @@ from voicegate.gate.types import Device
 from voicegate.reasons import Reason
 
 ALGORITHM = "ES256"
-SCHEME = "voicegate-device-v1"
+SCHEME = "voicegate-device-v2"
 DEVICE_HEADER = "X-Voicegate-Device"
 TIMESTAMP_HEADER = "X-Voicegate-Timestamp"
 SIGNATURE_HEADER = "X-Voicegate-Signature"
+PENDING_HEADER = "X-Voicegate-Pending"
+NONCE_HEADER = "X-Voicegate-Nonce"
+# The request headers the signature covers, in the order of the canonical string's last lines.
+COVERED = ("Content-Type", PENDING_HEADER, NONCE_HEADER)
 WINDOW = 60.0
 # The order of the P-256 group, to fold the two valid forms (r, s) and (r, n - s) of one
 # ECDSA signature into one replay key.
@@ -59,12 +71,34 @@ class SignedRequest:
     timestamp: str
     body: bytes
     signature: str
+    # The covered headers (``COVERED``) as the request carried them; absent ones may be left out.
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def canonical(device_id: str, method: str, target: str, timestamp: str, body: bytes) -> bytes:
-    """The exact bytes a device signs for one request."""
-    lines = (SCHEME, device_id, method.upper(), target, timestamp, hashlib.sha256(body).hexdigest())
+def canonical(
+    device_id: str,
+    method: str,
+    target: str,
+    timestamp: str,
+    body: bytes,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """The exact bytes a device signs for one request; ``headers`` supplies the covered ones.
+
+    ``ValueError`` when a covered header holds a line break (it could pass for another line).
+    """
+    covered = covered_values(headers or {})
+    if any(ch in value for value in covered for ch in "\r\n"):
+        raise ValueError("a signed header holds a line break")
+    digest = hashlib.sha256(body).hexdigest()
+    lines = (SCHEME, device_id, method.upper(), target, timestamp, digest, *covered)
     return "\n".join(lines).encode("utf-8")
+
+
+def covered_values(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of the covered headers in ``headers`` (any letter case), empty when absent."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return tuple(lowered.get(name.lower(), "") for name in COVERED)
 
 
 def normalise_public_key(key: str | Mapping[str, Any]) -> str:
@@ -92,15 +126,26 @@ def sign(
     target: str,
     body: bytes,
     timestamp: float,
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The signature headers for one request, as a browser device would send them."""
+    """The headers to send with one request, signed as a browser device signs it.
+
+    ``headers`` are the request's own headers (at least the covered ones it will carry); they
+    come back with the three signature headers added. Without them, a request with a body is
+    taken to be JSON (``Content-Type: application/json``), as every device route but voice is.
+    """
+    if headers is None:
+        headers = {"Content-Type": "application/json"} if body else {}
     stamp = str(int(timestamp))
-    der = private_key.sign(
-        canonical(device_id, method, target, stamp, body), ec.ECDSA(hashes.SHA256())
-    )
-    r, s = decode_dss_signature(der)
+    message = canonical(device_id, method, target, stamp, body, headers)
+    r, s = decode_dss_signature(private_key.sign(message, ec.ECDSA(hashes.SHA256())))
     raw = r.to_bytes(32, "big") + s.to_bytes(32, "big")
-    return {DEVICE_HEADER: device_id, TIMESTAMP_HEADER: stamp, SIGNATURE_HEADER: _b64url(raw)}
+    return {
+        **headers,
+        DEVICE_HEADER: device_id,
+        TIMESTAMP_HEADER: stamp,
+        SIGNATURE_HEADER: _b64url(raw),
+    }
 
 
 def verify(
@@ -127,7 +172,12 @@ def verify(
     try:
         public = load_public_key(device.public_key)
         message = canonical(
-            request.device_id, request.method, request.target, request.timestamp, request.body
+            request.device_id,
+            request.method,
+            request.target,
+            request.timestamp,
+            request.body,
+            request.headers,
         )
         public.verify(encode_dss_signature(r, s), message, ec.ECDSA(hashes.SHA256()))
     except (InvalidSignature, ValueError):

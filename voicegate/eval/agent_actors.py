@@ -83,10 +83,11 @@ class Phone:
     ) -> httpx.Request:
         """A signed request, built but not sent (what someone on the wire would capture)."""
         raw = body if isinstance(body, bytes) else json.dumps(body).encode() if body else b""
-        signed = signing.sign(self.key, self.id, method, path, raw, self.clock())
+        sent = dict(headers)
         if body is not None and not isinstance(body, bytes):
-            signed["Content-Type"] = "application/json"
-        return self.http.build_request(method, path, content=raw, headers={**signed, **headers})
+            sent["Content-Type"] = "application/json"
+        signed = signing.sign(self.key, self.id, method, path, raw, self.clock(), sent)
+        return self.http.build_request(method, path, content=raw, headers=signed)
 
     async def send(
         self, method: str, path: str, body: Mapping[str, Any] | bytes | None = None, **headers: str

@@ -115,7 +115,8 @@ async def pairing_brute_force(rig: Rig) -> None:
     """Guess the operator's open pairing code, many at once, then tap with whatever paired."""
     rig.clock.advance(601.0)  # a fresh budget window, so guesses are really checked
     shown = await _propose(rig, NOTE)
-    await start_pairing(rig.store, rig.owner.user, DeviceKind.VOICE, clock=rig.clock)
+    keys = rig.assembly.services.gate.receipt_keys
+    await start_pairing(rig.store, rig.owner.user, DeviceKind.VOICE, keys=keys, clock=rig.clock)
     guessers = [Phone(rig.http, rig.clock, "attacker") for _ in range(60)]
     answers = await asyncio.gather(*(g.pair(f"{k:08d}") for k, g in enumerate(guessers)))
     for answer in answers:

@@ -174,10 +174,15 @@ class Rig:
 
 
 async def _paired(
-    rig_http: httpx.AsyncClient, store: Store, clock: ManualClock, user: str, kind: DeviceKind
+    rig_http: httpx.AsyncClient,
+    store: Store,
+    keys: KeyRing,
+    clock: ManualClock,
+    user: str,
+    kind: DeviceKind,
 ) -> Phone:
     phone = Phone(rig_http, clock, user)
-    answer = await phone.pair(await start_pairing(store, user, kind, clock=clock))
+    answer = await phone.pair(await start_pairing(store, user, kind, keys=keys, clock=clock))
     answer.raise_for_status()
     return phone
 
@@ -195,7 +200,8 @@ async def running(folder: Path) -> AsyncIterator[Rig]:
     db = folder / "gate.db"
     store = await open_store(str(db))
     bearer = secrets.token_urlsafe(24)
-    config = ServerConfig(port=port, token=Secret(bearer), keys=KeyRing.generate(), user=OWNER)
+    keys = KeyRing.generate()
+    config = ServerConfig(port=port, token=Secret(bearer), keys=keys, user=OWNER)
     app = build_app(
         config,
         upstream=UpstreamSpec.in_process(journal_server(notes, journal)),
@@ -216,7 +222,7 @@ async def running(folder: Path) -> AsyncIterator[Rig]:
                 cache=None,
             ) as client,
         ):
-            owner = await _paired(http, store, clock, OWNER, DeviceKind.VOICE)
+            owner = await _paired(http, store, keys, clock, OWNER, DeviceKind.VOICE)
             yield Rig(
                 assembly=app.state.voicegate,
                 store=store,
@@ -229,9 +235,9 @@ async def running(folder: Path) -> AsyncIterator[Rig]:
                 agent=Agent(client),
                 user=User(owner),
                 owner=owner,
-                tap_only=await _paired(http, store, clock, OWNER, DeviceKind.TAP),
-                spare=await _paired(http, store, clock, OWNER, DeviceKind.TAP),
-                other=await _paired(http, store, clock, OTHER, DeviceKind.VOICE),
+                tap_only=await _paired(http, store, keys, clock, OWNER, DeviceKind.TAP),
+                spare=await _paired(http, store, keys, clock, OWNER, DeviceKind.TAP),
+                other=await _paired(http, store, keys, clock, OTHER, DeviceKind.VOICE),
             )
     finally:
         server.should_exit = True

@@ -108,11 +108,9 @@ class BaseHarness(abc.ABC):
         body: bytes = b"",
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """One request signed by ``device`` over method, path, timestamp and body."""
-        sig = signing.sign(device.key, device.id, method, path, body, time.time())
-        return await self.client.request(
-            method, path, content=body, headers={**(headers or {}), **sig}
-        )
+        """One request signed by ``device`` over method, path, timestamp, body and headers."""
+        sig = signing.sign(device.key, device.id, method, path, body, time.time(), headers)
+        return await self.client.request(method, path, content=body, headers=sig)
 
     async def device(self, user: str) -> PairedDevice:
         """The paired voice device of ``user``, pairing it the first time.
@@ -126,7 +124,7 @@ class BaseHarness(abc.ABC):
         from voicegate.device.pairing import start_pairing
         from voicegate.gate.types import Device
 
-        code = await start_pairing(self.store, user, DeviceKind.VOICE)
+        code = await start_pairing(self.store, user, DeviceKind.VOICE, keys=self.gate.receipt_keys)
         key = ec.generate_private_key(ec.SECP256R1())
         jwk = json.loads(signing.normalise_public_key(_spki(key)))
         async with self.phone(len(self.devices) + 2) as phone:
@@ -151,7 +149,7 @@ class BaseHarness(abc.ABC):
         else:
             raise ConfigError(
                 f"pairing a device for {user} failed ({answer.status_code} {answer.text[:200]}); "
-                "the server must use the same store as the eval"
+                "the server must use the same store and signing keys as the eval"
             )
         paired = PairedDevice(device_id, user, key)
         self.devices[user] = paired
@@ -375,8 +373,10 @@ async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
 
     The MCP endpoint opens one-card sets only, so sets are proposed by a gate in this process
     over the server's own store (SQLite file or PostgreSQL), where the server finds them. That
-    gate only proposes, reads and cancels; releasing is the server's, so it signs nothing and a
-    fresh key ring does. Raises ``ConfigError`` when the server, its token or its store is wrong.
+    gate only proposes, reads and cancels; releasing is the server's. Its key ring is the
+    server's own (``VOICEGATE_SECRET_KEYS`` or the key file beside a SQLite store), since pairing
+    codes are hashed under it. Raises ``ConfigError`` when the server, its token or its store is
+    wrong.
     """
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -384,6 +384,7 @@ async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
 
     from voicegate.gate.core import Gate
     from voicegate.secrets import KeyRing
+    from voicegate.settings import keys_for
     from voicegate.store import MemoryStore, SqliteStore, store_for
 
     store = store_for(db)
@@ -401,7 +402,7 @@ async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
                 store,
                 executor=_no_release,
                 is_write=WRITE_TOOL.__eq__,
-                receipt_keys=KeyRing.generate(),
+                receipt_keys=keys_for(db) or KeyRing.generate(),
             )
             async with create_mcp_http_client(headers=bearer) as http:
                 transport = streamable_http_client(base + "/mcp", http_client=http)

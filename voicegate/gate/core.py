@@ -2,14 +2,25 @@
 
 A write runs at most once. The order of a release is: claim the set by compare-and-swap
 (``waiting`` -> ``executing``), spend its nonce in the ledger, call the upstream, then append
-a receipt and record the result. A crash anywhere in that order leaves the set ``executing``;
-``settle_interrupted`` turns it into ``unknown`` with a receipt (or into what its receipt says,
-when the crash came after the receipt), and nothing runs it again. ``faults.reach`` marks each
-step for the crash tests and does nothing unless ``VOICEGATE_FAULT_POINT`` is set.
+a receipt and record the result. An approval made outside the card flow (a token, the client's
+own dialog) is claimed the same way, as a set created ``executing``, before its key is spent.
+
+A crash anywhere in that order leaves the set ``executing``; ``settle_interrupted`` settles it
+and nothing runs it again. It takes what its receipt says when the crash came after the
+receipt; else it tries to spend the set's key itself: when that works the key was never spent,
+so nothing ran (``NEVER_RAN``); when the key was spent the write may have run (``MAY_HAVE_RUN``).
+
+A store that fails after the upstream was called never turns into "nothing ran": the outcome
+is answered as ``OUTCOME_UNRECORDED``, kept in the ``Backlog`` and written once the store
+answers again. ``faults.reach`` marks each step for the crash tests and does nothing unless
+``VOICEGATE_FAULT_POINT`` is set.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -19,6 +30,7 @@ from typing import Any
 from voicegate.canonical import args_hash, canonical_json
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate import card, faults
+from voicegate.gate.backlog import RETRY_DELAYS, Backlog, Job
 from voicegate.gate.checks import Checklist
 from voicegate.gate.receipts import seal
 from voicegate.gate.types import (
@@ -46,9 +58,38 @@ MAX_CARDS = 5
 EVIDENCE_MAX_AGE = 120.0
 # How many times a compare-and-swap is retried when a racing writer changed the set meanwhile.
 SWAP_ATTEMPTS = 8
-INTERRUPTED = "interrupted before the upstream answered; it will not be run again"
+# A spent key is kept this long past its set's deadline (1 hour, in seconds). Settlement may read
+# "not spent" as "never ran" only while the key cannot have been pruned.
+KEY_HOLD = 3600.0
+# Sets claimed for approvals made outside the card flow; their nonce is the whole ledger key.
+OUTSIDE_PREFIX = "r_"
 
-__all__ = ["ActionRequest", "Executor", "Gate", "Outcome"]
+NEVER_RAN = (
+    "interrupted before its approval was spent: nothing ran and nothing will; propose it again "
+    "if it is still wanted"
+)
+MAY_HAVE_RUN = (
+    "interrupted after its approval was spent and before a result was recorded: it may have "
+    "run once; it will not be run again"
+)
+UNRECORDED = (
+    "ran once; the store was unreachable, so this outcome is not recorded yet; it will be "
+    "recorded when the store returns"
+)
+# A key spent by someone else (a replica working from an older copy of the set): not run here.
+APPROVAL_SPENT = "its approval was already spent elsewhere; it did not run here"
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MAY_HAVE_RUN",
+    "NEVER_RAN",
+    "UNRECORDED",
+    "ActionRequest",
+    "Executor",
+    "Gate",
+    "Outcome",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +127,7 @@ class Gate:
         choose_ttl: float = 120.0,
         final_ttl: float = 60.0,
         max_extensions: int = 10,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
     ) -> None:
         if max_extensions < 10:
             raise ValueError("WCAG 2.2.1 asks for at least 10 extensions")
@@ -97,6 +139,7 @@ class Gate:
         self.choose_ttl = choose_ttl
         self.final_ttl = final_ttl
         self.max_extensions = max_extensions
+        self.backlog = Backlog(delays=retry_delays)
 
     # -- proposing and reading ---------------------------------------------------------------
 
@@ -140,7 +183,16 @@ class Gate:
         return pending
 
     async def status(self, pending_id: str) -> PendingSet:
-        """The set as it stands now; a waiting set past its deadline becomes ``expired``."""
+        """The set as it stands now; a waiting set past its deadline becomes ``expired``.
+
+        A set whose outcome this process still holds is written first; while the store stays
+        down its status answers from memory: the outcome, marked ``UNRECORDED``.
+        """
+        job = self.backlog.get(pending_id)
+        if job is not None:
+            await self.backlog.flush()
+            if self.backlog.get(pending_id) is job and job.view is not None:
+                return job.view
         pending = await self._get(pending_id)
         if pending.status is Status.WAITING and self.clock() > pending.deadline:
             expired = pending.replace(status=Status.EXPIRED)
@@ -252,17 +304,17 @@ class Gate:
         spend_key: str | None,
         spend_until: float,
         checks: Sequence[Check] = (),
+        risk: Risk = Risk.LOW,
+        proposed_at: float | None = None,
     ) -> Receipt:
         """Run a write already approved outside the card flow (a token, or the client's dialog).
 
-        ``spend_key`` is consumed first, so the same approval runs once; a second call raises
-        ``Refused(ALREADY_USED)``.
+        The approval is claimed as a set created ``executing`` (a second claim of the same
+        ``spend_key`` raises ``Refused(ALREADY_USED)``), then ``spend_key`` is consumed, so the
+        same approval runs once and a crash leaves a set for ``settle_interrupted``. ``risk``
+        and ``proposed_at`` (when the approval was asked for) go into the receipt. A store that
+        fails after the call raises ``Refused(OUTCOME_UNRECORDED)``: it ran, its receipt follows.
         """
-        recorded = list(checks)
-        if spend_key is not None:
-            if not await self.store.ledger.consume(spend_key, expires_at=spend_until):
-                raise Refused(Reason.ALREADY_USED)
-            recorded.append(Check("approval_consumed_once", True))
         if not self.is_write(request.tool):
             raise Refused(Reason.NOT_A_WRITE)
         action = Action(
@@ -273,22 +325,51 @@ class Gate:
             target=request.target,
         )
         now = self.clock()
-        outcome, result, error, executed_at = await self._call(action)
-        return await self._append_receipt(
+        key = spend_key if spend_key is not None else "run:" + secrets.token_urlsafe(16)
+        claim = PendingSet(
+            id=OUTSIDE_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:24],
             user=user,
-            pending_id="",
-            action=action,
-            risk=Risk.LOW,
+            actions=(action,),
+            risk=risk,
+            stage=Stage.FINAL,
+            nonce=key,
+            created_at=now if proposed_at is None else proposed_at,
+            deadline=spend_until if spend_key is not None else now,
+            ttl=0.0,
             mode=mode,
+            status=Status.EXECUTING,
+            chosen=1,
+            decided_at=now,
+        )
+        try:
+            await self.store.pending.create(claim)
+        except ValueError:
+            raise Refused(Reason.ALREADY_USED) from None
+        try:
+            spent = await self.store.ledger.consume(key, expires_at=claim.deadline + KEY_HOLD)
+        except StoreUnavailable:
+            # Nothing ran: once the store is back the claim is closed as never run.
+            self.backlog.add(Job(claim.id, lambda: self._settle(claim, may_have_run=False)))
+            raise
+        if not spent:
+            await self._swap_eventually(claim, status=Status.FAILED, error=APPROVAL_SPENT)
+            raise Refused(Reason.ALREADY_USED)
+        recorded = (*checks, Check("approval_consumed_once", True))
+        outcome, result, error, executed_at = await self._call(action)
+        draft = self._draft(
+            claim,
             outcome=outcome,
-            proposed_at=now,
             decided_at=now,
             executed_at=executed_at,
-            checks=tuple(recorded),
+            checks=recorded,
             evidence=None,
             result=result,
             error=error,
         )
+        _, receipt = await self._write_outcome(claim, draft)
+        if receipt is None:
+            raise Refused(Reason.OUTCOME_UNRECORDED, f"receipt {draft.id} follows")
+        return receipt
 
     async def run_delegated(self, user: str, request: ActionRequest) -> Receipt:
         """Run at once, trusting the client's own dialog; the receipt says so."""
@@ -297,47 +378,63 @@ class Gate:
         )
 
     async def settle_interrupted(self, *, grace: float = 0.0) -> int:
-        """After a crash: every set left ``executing`` becomes ``unknown`` with a receipt.
+        """After a crash: every set left ``executing`` is settled, with a receipt.
 
         Only sets claimed at least ``grace`` seconds ago are settled, so a replica starting
         beside others does not settle a release another replica is still running; a lone
-        process settles with no grace at start.
+        process settles with no grace at start. Outcomes this process still holds are written
+        first, and never settled as unknown.
 
         A set whose receipt was already written (the crash came between the receipt and the
-        record) takes the receipt's outcome instead, so it never gets a second receipt.
+        record) takes the receipt's outcome instead, so it never gets a second receipt. Else the
+        set's key is spent here: if that works nothing ran (``NEVER_RAN``, status ``failed``);
+        if it was spent already the write may have run (``MAY_HAVE_RUN``, status ``unknown``).
         """
+        await self.backlog.flush()
         settled = 0
-        cutoff = self.clock() - grace
+        now = self.clock()
+        cutoff = now - grace
         for pending in await self.store.pending.list_by_status(Status.EXECUTING.value):
             if (pending.decided_at or pending.created_at) > cutoff:
+                continue
+            if self.backlog.get(pending.id) is not None:
                 continue
             written = await self._receipt_of(pending)
             if written is not None:
                 if await self.store.pending.swap(pending, _recorded(pending, written)):
                     settled += 1
                 continue
-            unknown = pending.replace(status=Status.UNKNOWN, error=INTERRUPTED)
-            if not await self.store.pending.swap(pending, unknown):
-                continue
-            assert pending.chosen is not None
-            receipt = await self._append_receipt(
-                user=pending.user,
-                pending_id=pending.id,
-                action=pending.actions[pending.chosen - 1],
-                risk=pending.risk,
-                mode=pending.mode,
-                outcome="unknown",
-                proposed_at=pending.created_at,
-                decided_at=pending.decided_at or pending.created_at,
-                executed_at=None,
-                checks=(),
-                evidence=None,
-                result=None,
-                error=INTERRUPTED,
+            expires_at = pending.deadline + KEY_HOLD
+            # Past its hold the key may have been pruned: "not spent" would prove nothing.
+            spent = now > expires_at or not await self.store.ledger.consume(
+                _spend_key(pending), expires_at=expires_at
             )
-            await self._swap_eventually(unknown, receipt_id=receipt.id)
-            settled += 1
+            if await self._settle(pending, may_have_run=spent):
+                settled += 1
         return settled
+
+    async def _settle(self, pending: PendingSet, *, may_have_run: bool) -> bool:
+        """Close an ``executing`` set nobody will finish, with a receipt; False if it moved."""
+        if may_have_run:
+            status, outcome, error = Status.UNKNOWN, "unknown", MAY_HAVE_RUN
+        else:
+            status, outcome, error = Status.FAILED, "not_run", NEVER_RAN
+        closed = pending.replace(status=status, error=error)
+        if not await self.store.pending.swap(pending, closed):
+            return False
+        draft = self._draft(
+            pending,
+            outcome=outcome,
+            decided_at=pending.decided_at or pending.created_at,
+            executed_at=None,
+            checks=(),
+            evidence=None,
+            result=None,
+            error=error,
+        )
+        receipt = await self._append(draft)
+        await self._swap_eventually(closed, receipt_id=receipt.id)
+        return True
 
     async def _receipt_of(self, pending: PendingSet) -> Receipt | None:
         """The receipt a release of ``pending`` already wrote, if any."""
@@ -415,7 +512,7 @@ class Gate:
     ) -> Outcome:
         """A high-risk choice: spend this nonce and ask for a second yes under a new one."""
         if not await self.store.ledger.consume(
-            "nonce:" + pending.nonce, expires_at=pending.deadline + 3600
+            _spend_key(pending), expires_at=pending.deadline + KEY_HOLD
         ):
             return self._refused(
                 evidence, pending, checks.fail("nonce_consumed_once", Reason.ALREADY_USED), checks
@@ -445,27 +542,27 @@ class Gate:
                 evidence, pending, checks.fail("nonce_consumed_once", Reason.NOT_OPEN), checks
             )
         faults.reach("after_claim")
-        if not await self.store.ledger.consume(
-            "nonce:" + pending.nonce, expires_at=pending.deadline + 3600
-        ):
+        try:
+            spent = await self.store.ledger.consume(
+                _spend_key(claimed), expires_at=claimed.deadline + KEY_HOLD
+            )
+        except StoreUnavailable:
+            # Nothing ran: once the store is back the set waits again, under a fresh nonce.
+            self.backlog.add(Job(claimed.id, lambda: self._reopen(pending, claimed)))
+            raise
+        if not spent:
             # Another replica spent this nonce under a set restored from an older copy: stop.
-            await self._swap_eventually(claimed, status=Status.UNKNOWN, error="nonce already spent")
+            await self._swap_eventually(claimed, status=Status.UNKNOWN, error=APPROVAL_SPENT)
             return self._refused(
                 evidence, pending, checks.fail("nonce_consumed_once", Reason.ALREADY_USED), checks
             )
         checks.ok("nonce_consumed_once")
         faults.reach("after_nonce")
-        action = pending.actions[chosen - 1]
-        outcome, result, error, executed_at = await self._call(action)
+        outcome, result, error, executed_at = await self._call(pending.actions[chosen - 1])
         faults.reach("after_call")
-        receipt = await self._append_receipt(
-            user=pending.user,
-            pending_id=pending.id,
-            action=action,
-            risk=pending.risk,
-            mode=pending.mode,
+        draft = self._draft(
+            claimed,
             outcome=outcome,
-            proposed_at=pending.created_at,
             decided_at=now,
             executed_at=executed_at,
             checks=checks.done(),
@@ -473,16 +570,12 @@ class Gate:
             result=result,
             error=error,
         )
-        faults.reach("after_receipt")
-        final = await self._swap_eventually(
-            claimed,
-            status=Status.CONFIRMED if outcome == "executed" else Status.FAILED,
-            result=result,
-            error=error,
-            receipt_id=receipt.id,
-        )
+        final, receipt = await self._write_outcome(claimed, draft)
         faults.reach("after_record")
-        reason = None if outcome == "executed" else Reason.UPSTREAM_FAILED
+        if receipt is None:
+            reason: Reason | None = Reason.OUTCOME_UNRECORDED
+        else:
+            reason = None if outcome == "executed" else Reason.UPSTREAM_FAILED
         return Outcome(final, evidence.decision, True, checks.done(), reason, receipt)
 
     async def _call(self, action: Action) -> tuple[str, Any, str | None, float | None]:
@@ -496,16 +589,62 @@ class Gate:
             return "failed", None, f"{type(exc).__name__}: {exc}", self.clock()
         return "executed", _recordable(result), None, self.clock()
 
-    async def _append_receipt(
+    async def _write_outcome(
+        self, claimed: PendingSet, draft: Receipt
+    ) -> tuple[PendingSet, Receipt | None]:
+        """Append the receipt of a write that ran and record its result on the set.
+
+        When the store fails on the way the outcome goes to the backlog, and the answer is the
+        set as it will be recorded, marked ``UNRECORDED``; the receipt is None when it is not
+        written yet.
+        """
+        receipt: Receipt | None = None
+        try:
+            receipt = await self._append(draft)
+            faults.reach("after_receipt")
+            return await self._record(claimed, receipt), receipt
+        except StoreUnavailable as exc:
+            logger.warning("%s ran; its outcome waits for the store: %s", claimed.id, exc)
+            view = _unrecorded(claimed, draft, receipt)
+            self.backlog.add(Job(claimed.id, lambda: self._write_again(claimed, draft), view))
+            return view, receipt
+
+    async def _write_again(self, claimed: PendingSet, draft: Receipt) -> None:
+        """The backlog's retry: the receipt unless it got in before, then the record."""
+        receipt = await self.store.receipts.get(draft.id)
+        if receipt is None:
+            receipt = await self._append(draft)
+        await self._record(claimed, receipt)
+
+    async def _record(self, claimed: PendingSet, receipt: Receipt) -> PendingSet:
+        """Record on the set what its receipt says."""
+        recorded = _recorded(claimed, receipt)
+        return await self._swap_eventually(
+            claimed,
+            status=recorded.status,
+            result=recorded.result,
+            error=recorded.error,
+            receipt_id=recorded.receipt_id,
+        )
+
+    async def _reopen(self, pending: PendingSet, claimed: PendingSet) -> None:
+        """A claim whose nonce the store failed to spend: nothing ran, the set waits again.
+
+        A fresh nonce, since the old one may have been spent all the same.
+        """
+        reopened = claimed.replace(
+            status=Status.WAITING,
+            chosen=pending.chosen,
+            decided_at=pending.decided_at,
+            nonce=secrets.token_urlsafe(24),
+        )
+        await self.store.pending.swap(claimed, reopened)
+
+    def _draft(
         self,
+        pending: PendingSet,
         *,
-        user: str,
-        pending_id: str,
-        action: Action,
-        risk: Risk,
-        mode: str,
         outcome: str,
-        proposed_at: float,
         decided_at: float,
         executed_at: float | None,
         checks: tuple[Check, ...],
@@ -513,41 +652,45 @@ class Gate:
         result: Any,
         error: str | None,
     ) -> Receipt:
-        receipt_id = "rcpt_" + secrets.token_urlsafe(12)
+        """The receipt of ``pending``'s chosen action, not yet sealed nor linked into a chain."""
+        assert pending.chosen is not None
+        action = pending.actions[pending.chosen - 1]
+        return Receipt(
+            id="rcpt_" + secrets.token_urlsafe(12),
+            user=pending.user,
+            seq=0,
+            prev_digest="",
+            pending_id=pending.id,
+            tool=action.tool,
+            arguments=action.arguments,
+            args_hash=action.args_hash,
+            card_text=action.card_text,
+            risk=pending.risk,
+            mode=pending.mode,
+            outcome=outcome,
+            proposed_at=pending.created_at,
+            decided_at=decided_at,
+            executed_at=executed_at,
+            checks=checks,
+            device_id=evidence.device_id if evidence else None,
+            modality=evidence.modality if evidence else None,
+            input=evidence.input if evidence else None,
+            transcript=evidence.transcript if evidence else None,
+            recogniser=evidence.recogniser if evidence else None,
+            model=evidence.model if evidence else None,
+            fingerprint_id=evidence.fingerprint_id if evidence else None,
+            result=result,
+            error=error,
+        )
+
+    async def _append(self, draft: Receipt) -> Receipt:
+        """Seal ``draft`` as the next link of its user's chain and append it."""
 
         def make(seq: int, prev_digest: str) -> Receipt:
-            return seal(
-                Receipt(
-                    id=receipt_id,
-                    user=user,
-                    seq=seq,
-                    prev_digest=prev_digest,
-                    pending_id=pending_id,
-                    tool=action.tool,
-                    arguments=action.arguments,
-                    args_hash=action.args_hash,
-                    card_text=action.card_text,
-                    risk=risk,
-                    mode=mode,
-                    outcome=outcome,
-                    proposed_at=proposed_at,
-                    decided_at=decided_at,
-                    executed_at=executed_at,
-                    checks=checks,
-                    device_id=evidence.device_id if evidence else None,
-                    modality=evidence.modality if evidence else None,
-                    input=evidence.input if evidence else None,
-                    transcript=evidence.transcript if evidence else None,
-                    recogniser=evidence.recogniser if evidence else None,
-                    model=evidence.model if evidence else None,
-                    fingerprint_id=evidence.fingerprint_id if evidence else None,
-                    result=result,
-                    error=error,
-                ),
-                self.receipt_keys,
-            )
+            linked = dataclasses.replace(draft, seq=seq, prev_digest=prev_digest)
+            return seal(linked, self.receipt_keys)
 
-        return await self.store.receipts.append(user, make)
+        return await self.store.receipts.append(draft.user, make, self.receipt_keys)
 
     async def _settle_without_release(
         self, evidence: Evidence, pending: PendingSet, checks: Checklist, status: Status
@@ -605,14 +748,35 @@ class Gate:
         return Outcome(shown, refusal, False, recorded, reason)
 
 
+_STATUS_OF = {"executed": Status.CONFIRMED, "failed": Status.FAILED, "not_run": Status.FAILED}
+
+
 def _recorded(pending: PendingSet, receipt: Receipt) -> PendingSet:
     """``pending`` with the result its receipt holds, as the release would have recorded it."""
-    status = {"executed": Status.CONFIRMED, "failed": Status.FAILED}.get(
-        receipt.outcome, Status.UNKNOWN
-    )
     return pending.replace(
-        status=status, result=receipt.result, error=receipt.error, receipt_id=receipt.id
+        status=_STATUS_OF.get(receipt.outcome, Status.UNKNOWN),
+        result=receipt.result,
+        error=receipt.error,
+        receipt_id=receipt.id,
     )
+
+
+def _unrecorded(claimed: PendingSet, draft: Receipt, receipt: Receipt | None) -> PendingSet:
+    """What a status read answers for a write that ran while its outcome waits for the store."""
+    error = UNRECORDED if draft.error is None else f"{draft.error}; {UNRECORDED}"
+    return claimed.replace(
+        status=_STATUS_OF.get(draft.outcome, Status.UNKNOWN),
+        result=draft.result,
+        error=error,
+        receipt_id=receipt.id if receipt is not None else None,
+    )
+
+
+def _spend_key(pending: PendingSet) -> str:
+    """The ledger key whose spending releases ``pending``."""
+    if pending.id.startswith(OUTSIDE_PREFIX):
+        return pending.nonce
+    return "nonce:" + pending.nonce
 
 
 def _recordable(result: Any) -> Any:

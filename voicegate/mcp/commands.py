@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +35,11 @@ from voicegate.settings import (
     check_startup,
     keys_for,
     lease_from,
+    metrics_token_from,
     rate_limits_from,
     token_from,
 )
-from voicegate.store import open_store
+from voicegate.store import open_store, redact
 from voicegate.store.base import Store
 
 logger = logging.getLogger(__name__)
@@ -152,6 +154,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         token=token_from(args.token),
         keys=keys_for(args.db),
         release_lease=lease_from(),
+        metrics_token=metrics_token_from(),
         user=args.user,
         public_url=args.public_url,
         rate_limits=rate_limits_from(args.rate_limit),
@@ -184,45 +187,82 @@ async def _serve(
     store = await open_store(config.db)
     try:
         check_startup(config, store_durable=bool(getattr(store, "durable", False)))
+        # One ring for the app and the demo's pairing code, even when none is configured.
+        config = replace(config, keys=config.signing_keys())
         voice = _voice_pipeline(store, args)
         app = build_app(config, upstream=upstream, policy=policy, store=store, voice=voice)
-        server = uvicorn.Server(
-            uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
-        )
-        await banner(config, store, voice)
-        await server.serve()
+        # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs here
+        # rather than inside uvicorn, so a refusal is one line and the banner, with its token,
+        # is printed only once the gate can really serve. The socket listens before the
+        # banner: an agent that connects at once waits in the backlog instead of failing.
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        async with app.router.lifespan_context(app):
+            with _listen(config.host, config.port) as sock:
+                await banner(config, store, voice)
+                await server.serve(sockets=[sock])
         return 0 if server.started else 2
     except (ConfigError, ModelError) as exc:
         print(f"voicegate: {exc}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:
+        # Start-up runs inside task groups, which wrap a refusal such as a tool-name clash.
+        refused, rest = group.split((ConfigError, ModelError))
+        if refused is None or rest is not None:
+            raise
+        print(f"voicegate: {_first_leaf(refused)}", file=sys.stderr)
+        return 2
     finally:
         await store.close()
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception inside ``group`` and any groups nested in it."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 async def _serve_banner(config: ServerConfig, store: Store, voice: Any) -> None:
     print(f"Agent MCP endpoint: {config.base_url}/mcp  (Authorization: Bearer <token>)")
     print(f"Approve on your device: {config.base_url}/approve")
     print("Pair a device with: voicegate pair")
+    sys.stdout.flush()
 
 
 async def _serve_banner_with_token(config: ServerConfig, store: Store, voice: Any) -> None:
     await _serve_banner(config, store, voice)
     # A generated token exists nowhere else; the operator needs it once to configure the agent.
     print(f"Bearer token (generated; pass --token to keep one): {config.token.reveal().decode()}")
+    sys.stdout.flush()
 
 
 async def _demo_banner(config: ServerConfig, store: Store, voice: Any) -> None:
     from voicegate.device.pairing import start_pairing
 
-    code = await start_pairing(store, config.user, DeviceKind.VOICE)
+    code = await start_pairing(store, config.user, DeviceKind.VOICE, keys=config.signing_keys())
     print("voicegate demo: the notes server (list_notes, write_note, delete_note) behind the gate")
     print(f"  Agent MCP endpoint: {config.base_url}/mcp")
     print(f"  Bearer token:       {config.token.reveal().decode()}")
     print(f"  Approve page:       {config.base_url}/approve")
     print(f"  Pairing code:       {code}  (one use, 10 minutes)")
     print(f"  Voice:              {'on' if voice is not None else 'off (taps only)'}")
-    print(f"  Store:              {config.db}")
+    print(f"  Store:              {redact(config.db)}")
     sys.stdout.flush()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and already listening; ``ConfigError`` if it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
 
 
 def _port_free(host: str, port: int) -> bool:

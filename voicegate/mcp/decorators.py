@@ -13,7 +13,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
@@ -58,26 +58,51 @@ class GatedServer:
         )
         self._add_own_tools()
 
-    def read(self, name: str | None = None) -> Callable[[F], F]:
-        """Register a tool that only reads; it runs at once."""
+    @overload
+    def read(self, name: F) -> F: ...
+    @overload
+    def read(self, name: str | None = None) -> Callable[[F], F]: ...
+    def read(self, name: str | F | None = None) -> Callable[[F], F] | F:
+        """Register a tool that only reads; it runs at once. ``@gs.read`` or ``@gs.read()``."""
+        if callable(name):
+            return self.read()(name)
+        tool_name = name
 
         def register(fn: F) -> F:
-            self.server.add_tool(fn, name=name, annotations=ToolAnnotations(read_only_hint=True))
+            self.server.add_tool(
+                fn, name=tool_name, annotations=ToolAnnotations(read_only_hint=True)
+            )
             return fn
 
         return register
 
+    @overload
+    def write(self, name: F) -> F: ...
+    @overload
     def write(
         self,
         name: str | None = None,
         *,
         risk: RiskRule = Risk.LOW,
         preview: PreviewRule = "",
-    ) -> Callable[[F], F]:
-        """Register a write: calling it proposes a card; the function runs after the user's yes."""
+    ) -> Callable[[F], F]: ...
+    def write(
+        self,
+        name: str | F | None = None,
+        *,
+        risk: RiskRule = Risk.LOW,
+        preview: PreviewRule = "",
+    ) -> Callable[[F], F] | F:
+        """Register a write: calling it proposes a card; the function runs after the user's yes.
+
+        Use as ``@gs.write``, ``@gs.write()`` or ``@gs.write("name", risk=..., preview=...)``.
+        """
+        if callable(name):
+            return self.write(risk=risk, preview=preview)(name)
+        tool_name = name
 
         def register(fn: F) -> F:
-            tool = name or fn.__name__
+            tool = tool_name or fn.__name__
             self._writes[tool] = fn
 
             @functools.wraps(fn)

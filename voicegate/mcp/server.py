@@ -5,6 +5,11 @@ gate's own ``pending_status`` and ``withdraw``. A call to a read goes straight t
 A write follows its mode: ``device`` opens a pending card set and answers
 ``pending_user_confirmation`` (never the nonce); ``token`` runs the two-phase token; ``reject``
 refuses; ``delegate`` runs at once and records that in the receipt.
+
+A client that declared it can show links is pointed to the approve page: at 2026-07-28 the
+first answer is an input-required result carrying a URL elicitation, and the client's retry
+gets the pending reply for the set already proposed; before that, a URL elicitation request is
+sent while the call is in flight. Clients without it just poll ``pending_status``.
 """
 
 from __future__ import annotations
@@ -18,19 +23,21 @@ from typing import Any
 
 import anyio
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
-    ClientCapabilities,
-    ElicitationCapability,
+    ElicitRequest,
+    ElicitRequestURLParams,
+    InputRequiredResult,
     ListToolsResult,
     PaginatedRequestParams,
     TextContent,
     Tool,
     ToolAnnotations,
-    UrlElicitationCapability,
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -107,9 +114,9 @@ OWN_TOOL_LIST = (
     ),
 )
 
-_URL_ELICITATION = ClientCapabilities(
-    elicitation=ElicitationCapability(url=UrlElicitationCapability())
-)
+# The requestState a 2026-07-28 client echoes when it retries a write after showing the link.
+# The SDK seals it, so a client cannot forge one; it names the set the first round proposed.
+_RESUME_PREFIX = "voicegate-pending:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +161,7 @@ class GatedTools:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         """Route one call: the gate's own tools, a read, or a write in its mode."""
         name, arguments = params.name, dict(params.arguments or {})
         try:
@@ -167,6 +174,8 @@ class GatedTools:
             kind = self.catalog.classify(name)
             if not kind.write:
                 return await self.catalog.pool.call_tool(name, arguments)
+            if params.request_state is not None and kind.mode is Mode.DEVICE:
+                return await self._resume(kind, params.request_state)
             return await self._write(ctx, kind, arguments)
         except StoreUnavailable:
             self.events.refused(Reason.LEDGER_UNAVAILABLE, edge="mcp", tool=name)
@@ -177,7 +186,7 @@ class GatedTools:
 
     async def _write(
         self, ctx: ServerRequestContext[Any], kind: Classification, arguments: dict[str, Any]
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
         if kind.mode is Mode.REJECT:
             raise Refused(Reason.OPERATOR_DISABLED)
         try:
@@ -209,8 +218,35 @@ class GatedTools:
             cards=len(pending.actions),
             user=pending.user,
         )
-        await self._point_to_device(ctx, pending)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if _renders_url_elicitation(ctx.session):
+                return self._link_request(pending)
+        else:
+            await self._point_to_device(ctx, pending)
         return _reply(pending_message(self._status_reply(pending)))
+
+    def _link_request(self, pending: PendingSet) -> InputRequiredResult:
+        """At 2026-07-28: ask the client to show the approve page, then retry for the reply."""
+        link = ElicitRequest(
+            params=ElicitRequestURLParams(
+                message=_link_message(pending), url=self.options.approve_url
+            )
+        )
+        ask = InputRequiredResult(
+            input_requests={"approve": link}, request_state=_RESUME_PREFIX + pending.id
+        )
+        # A client driving the rounds itself still learns the id it can poll.
+        return ask.model_copy(update={"meta": {"voicegate/pending_id": pending.id}})
+
+    async def _resume(self, kind: Classification, state: str) -> CallToolResult:
+        """The retry after the link was shown: the set already proposed, never a new one."""
+        if not state.startswith(_RESUME_PREFIX):
+            raise Refused(Reason.BAD_REQUEST, "unknown requestState")
+        pending = await self.gate.status(state.removeprefix(_RESUME_PREFIX))
+        if pending.actions[0].tool != kind.tool:
+            raise Refused(Reason.BAD_REQUEST, "requestState names another tool")
+        reply = self._status_reply(pending)
+        return _reply(pending_message(reply) if pending.status is Status.WAITING else reply)
 
     async def _token(self, kind: Classification, arguments: dict[str, Any]) -> CallToolResult:
         if self.tokens is None:
@@ -237,6 +273,7 @@ class GatedTools:
             tool=kind.tool,
             arguments=plain,
             token=token,
+            risk=kind.risk,
         )
         self._ran(receipt, mode=Mode.TOKEN)
         return _from_receipt(receipt)
@@ -253,13 +290,11 @@ class GatedTools:
         )
 
     async def _point_to_device(self, ctx: ServerRequestContext[Any], pending: PendingSet) -> None:
-        """Best effort: a client that renders URL elicitations shows the approve page link."""
+        """Best effort, before 2026-07-28: a client that renders URL elicitations shows the link."""
         session = ctx.session
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
+        if not session.can_send_request or not _renders_url_elicitation(session):
             return
-        if not session.check_client_capability(_URL_ELICITATION):
-            return
-        message = f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
+        message = _link_message(pending)
         # A client that cannot show the link must never cost the agent its pending answer.
         try:
             with anyio.move_on_after(self.options.elicit_timeout):
@@ -303,6 +338,7 @@ def pending_reply(pending: PendingSet, *, approve_url: str, now: float) -> dict[
         "status": pending.status.value,
         "pending_id": pending.id,
         "stage": pending.stage.value,
+        "risk": pending.risk.value,
         "deadline": pending.deadline,
         "expires_in_seconds": max(0, int(pending.deadline - now)) if waiting else 0,
         "extensions": pending.extensions,
@@ -330,13 +366,29 @@ def pending_message(reply: dict[str, Any]) -> dict[str, Any]:
 
 def build_server(tools: GatedTools, *, name: str = "voicegate") -> Server[Any]:
     """The low-level MCP server around ``tools``, with the workflow in its instructions."""
-    return Server(
+    server: Server[Any] = Server(
         name,
         version=_version(),
         instructions=INSTRUCTIONS,
         on_list_tools=tools.list_tools,
         on_call_tool=tools.call_tool,
     )
+    # Seals the requestState of a 2026-07-28 retry, binding it to the same tool and arguments.
+    server.middleware.append(
+        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name)
+    )
+    return server
+
+
+def _renders_url_elicitation(session: ServerSession) -> bool:
+    """Whether the client declared it can show a URL elicitation (a link) to its user."""
+    capabilities = session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
+
+
+def _link_message(pending: PendingSet) -> str:
+    return f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
 
 
 def _version() -> str:
@@ -361,8 +413,10 @@ def _reply(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
 
 
 def _refusal(reason: Reason) -> CallToolResult:
+    # A write that ran while the store was down was not refused: say so in the status too.
+    status = "ran_unrecorded" if reason is Reason.OUTCOME_UNRECORDED else "refused"
     return _reply(
-        {"status": "refused", "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")},
+        {"status": status, "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")},
         error=True,
     )
 

@@ -3,8 +3,10 @@
 The first call returns ``requires_confirmation``: the card text, the arguments, a safety word
 and a signed token bound to the user, tool, target and canonical argument hash. The re-call
 with the same arguments and the token runs the write once: the codec checks the token, the
-gate spends its ``jti`` in the ledger, runs it and leaves a receipt. Each refusal names its
-``Reason``. Weaker than the device (the agent holds the token), so it is an operator's choice.
+gate claims it and spends its ``jti`` in the ledger, runs it and leaves a receipt. Each refusal
+names its ``Reason``; ``ledger_unavailable`` only ever means nothing ran, and a store that fails
+after the write ran answers ``outcome_unrecorded`` while the gate writes the receipt later.
+Weaker than the device (the agent holds the token), so it is an operator's choice.
 """
 
 from __future__ import annotations
@@ -79,9 +81,14 @@ async def redeem(
     tool: str,
     arguments: Mapping[str, Any],
     token: Any,
+    risk: Risk,
     target: str = "",
 ) -> Receipt:
-    """Phase two: verify, spend the ``jti`` once, run and seal a receipt; else ``Refused``."""
+    """Phase two: verify, spend the ``jti`` once, run and seal a receipt; else ``Refused``.
+
+    The receipt carries the tool's ``risk`` and, as the time the action was proposed, the
+    moment the token was issued.
+    """
     claims = codec.verify(
         token if isinstance(token, str | bytes) or token is None else str(token),
         subject=user,
@@ -103,8 +110,11 @@ async def redeem(
             spend_key="token:" + claims.jti,
             spend_until=claims.expires_at + 60.0,
             checks=checks,
+            risk=risk,
+            proposed_at=claims.issued_at,
         )
     except StoreUnavailable as exc:
+        # The gate raises this only before the upstream was called.
         raise TokenRefused(Reason.LEDGER_UNAVAILABLE) from exc
     except Refused as exc:
         if exc.reason is Reason.ALREADY_USED:

@@ -5,7 +5,8 @@ session opens on first use and is reused; for stdio that means one process, not 
 If the upstream dies, the call in flight fails with ``UpstreamError`` (it is never retried: a
 write must run at most once) and the next call opens a fresh session, trying a bounded number
 of times. The tool list is cached until the upstream says it changed, or the session is
-replaced.
+replaced. At 2026-07-28 the change stream is open before the session is used; if it fails,
+every listing asks the upstream afresh rather than serve a list nobody keeps current.
 
 The session lives in a task of its own, because the SDK's client must be entered and left in
 the same task, while calls arrive from many request tasks.
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 from mcp import Client, StdioServerParameters
+from mcp.client.client import ConnectMode
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -96,6 +98,10 @@ class _Connection:
         self.done = anyio.Event()
         self.error: BaseException | None = None
         self.alive = False
+        # False once the upstream's change notices can no longer reach us: then every listing
+        # asks the upstream afresh rather than trusting a cache nobody keeps current.
+        self.hears_changes = True
+        self.listening = False  # a subscriptions/listen stream is acknowledged and open
 
     def is_usable(self) -> bool:
         if not self.alive or self.client is None:
@@ -120,8 +126,10 @@ class UpstreamPool:
         connect_attempts: int = 3,
         backoff: float = 0.2,
         call_timeout: float | None = 300.0,
+        mode: ConnectMode = "auto",
     ) -> None:
         self.spec = spec
+        self.mode = mode  # "auto" negotiates; "legacy" forces the 2025-11-25 handshake
         self.connect_attempts = max(1, connect_attempts)
         self.backoff = backoff
         self.call_timeout = call_timeout
@@ -163,7 +171,7 @@ class UpstreamPool:
 
     async def list_tools(self) -> list[Tool]:
         """The upstream's tools, from the cache while the upstream has not said they changed."""
-        if self._tools is not None:
+        if self._tools is not None and self._caching():
             return list(self._tools)
         client = await self._client()
         generation = self._tools_generation
@@ -176,7 +184,7 @@ class UpstreamPool:
             if cursor is None:
                 break
         # A change notice that arrived while listing makes this listing stale already.
-        if generation == self._tools_generation:
+        if generation == self._tools_generation and self._caching():
             self._tools = tools
         return list(tools)
 
@@ -184,6 +192,10 @@ class UpstreamPool:
         """Call one upstream tool exactly once; a lost session raises ``UpstreamError``."""
         client = await self._client()
         return await self._guard(client, client.call_tool(name, dict(arguments)))
+
+    def _caching(self) -> bool:
+        conn = self._conn
+        return conn is not None and conn.hears_changes
 
     def invalidate_tools(self) -> None:
         """Forget the cached tool list."""
@@ -280,6 +292,7 @@ class UpstreamPool:
             cache=None,  # the pool keeps its own tool cache, refreshed on change notices
             message_handler=on_message,
             read_timeout_seconds=self.call_timeout,
+            mode=self.mode,
         )
         return await stack.enter_async_context(client)
 
@@ -293,13 +306,15 @@ class UpstreamPool:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._open(stack)
-                conn.client = client
-                conn.alive = True
-                started = True
-                task_status.started()
                 async with anyio.create_task_group() as watchers:
                     if _announces_tool_changes(client):
-                        watchers.start_soon(self._listen, client)
+                        # Listening before the session counts as ready: a change the upstream
+                        # announces right after connecting is never missed.
+                        await watchers.start(self._listen, client, conn)
+                    conn.client = client
+                    conn.alive = True
+                    started = True
+                    task_status.started()
                     await conn.stop.wait()
                     watchers.cancel_scope.cancel()
         # The one boundary where any failure of the upstream's transport becomes "not connected".
@@ -313,14 +328,32 @@ class UpstreamPool:
             if not started:
                 task_status.started()
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(
+        self,
+        client: Client,
+        conn: _Connection,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
         # At 2026-07-28 change notices arrive only on a subscriptions/listen stream.
+        started = False
         try:
             async with client.listen(tools_list_changed=True) as sub:
+                conn.listening = started = True
+                task_status.started()
                 async for _event in sub:
                     self.invalidate_tools()
         except Exception as exc:  # a lost listen stream must not end the session
-            logger.info("upstream %s: change notices unavailable: %s", self.spec.describe(), exc)
+            logger.warning(
+                "upstream %s: change notices unavailable, listing afresh each time: %s",
+                self.spec.describe(),
+                type(exc).__name__,
+            )
+        # Ended or failed: no notice can arrive any more, so the cache would go stale silently.
+        conn.listening = conn.hears_changes = False
+        self.invalidate_tools()
+        if not started:
+            task_status.started()
 
 
 def _announces_tool_changes(client: Client) -> bool:

@@ -9,9 +9,11 @@ caller fails closed with ``Reason.LEDGER_UNAVAILABLE``.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Protocol
 
+from voicegate.gate.receipts import Heads
 from voicegate.gate.types import (
     Device,
     PairingCode,
@@ -19,6 +21,7 @@ from voicegate.gate.types import (
     Receipt,
     StoredFingerprint,
 )
+from voicegate.secrets import KeyRing
 
 
 class PendingStore(Protocol):
@@ -108,14 +111,23 @@ class FingerprintStore(Protocol):
 
 
 class ReceiptStore(Protocol):
-    """An append-only, per-user chain of receipts."""
+    """An append-only, per-user chain of receipts, with a signed head per user and a roster.
 
-    async def append(self, user: str, make: Callable[[int, str], Receipt]) -> Receipt:
-        """Append the next receipt of ``user`` and return it.
+    The head of a user (last seq, last digest) and the roster (how many users have a head) are
+    written in the same transaction as the receipt, so they never disagree with the chain
+    unless someone edits the database behind the gate.
+    """
 
-        Calls ``make(seq, prev_digest)`` with the next sequence number (1 for the first) and the
-        digest of the user's latest receipt ("" for the first), then inserts under a unique
-        (user, seq). On a lost race it calls ``make`` again with the new head.
+    async def append(
+        self, user: str, make: Callable[[int, str], Receipt], keys: KeyRing
+    ) -> Receipt:
+        """Append the next receipt of ``user`` and return it; its head is signed with ``keys``.
+
+        Calls ``make(seq, prev_digest)`` with the place after the user's head (1 and "" for a
+        user without receipts), inserts under a unique (user, seq), and moves the head there;
+        a user's first receipt also adds one to the roster. The next place comes from the
+        head, never from the receipts left, so a number is not used twice even after receipts
+        were deleted. On a lost race it calls ``make`` again with the new head.
         """
 
     async def get(self, receipt_id: str) -> Receipt | None:
@@ -123,6 +135,19 @@ class ReceiptStore(Protocol):
 
     async def list(self, user: str | None = None) -> list[Receipt]:
         """Receipts of ``user`` (all when None), by user then sequence."""
+
+    async def heads(self) -> Heads:
+        """Every user's head and the roster, read at one moment."""
+
+    async def snapshot(self) -> tuple[Heads, builtins.list[Receipt]]:
+        """The heads, the roster and every receipt, read at one moment (for ``verify``)."""
+
+    async def adopt(self, keys: KeyRing) -> int:
+        """Give the chains of a database from before heads existed signed heads, as found.
+
+        Returns how many users were adopted: 0 unless the roster is ``LEGACY``. ``append`` does
+        this itself first; ``verify`` calls it so an upgraded database verifies at once.
+        """
 
 
 class Store(Protocol):

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 
 from voicegate.errors import StoreUnavailable
+from voicegate.gate.receipts import ChainHead, Heads, Roster, sign_head, sign_roster
 from voicegate.gate.types import (
     OPEN_STATUSES,
     Device,
@@ -21,6 +22,7 @@ from voicegate.gate.types import (
     Receipt,
     StoredFingerprint,
 )
+from voicegate.secrets import KeyRing
 from voicegate.store import common
 from voicegate.store.base import (
     Budgets,
@@ -227,26 +229,41 @@ class MemoryFingerprints:
 
 
 class MemoryReceipts:
-    """Receipt chains per user."""
+    """Receipt chains per user, each with its signed head, and the roster."""
 
     def __init__(self, guard: _Guard) -> None:
         self._guard = guard
         self._chains: dict[str, builtins.list[str]] = {}
         self._ids: dict[str, str] = {}
+        self._heads: dict[str, ChainHead] = {}
+        self._roster: Roster | None = None
 
-    async def append(self, user: str, make: Callable[[int, str], Receipt]) -> Receipt:
-        """Append the next receipt of ``user`` and return it."""
+    async def append(
+        self, user: str, make: Callable[[int, str], Receipt], keys: KeyRing
+    ) -> Receipt:
+        """Append the next receipt of ``user`` after its head, and move the head there."""
         with self._guard:
+            head = self._heads.get(user)
             chain = self._chains.setdefault(user, [])
-            seq = len(chain) + 1
-            prev = common.load_receipt(chain[-1]).digest if chain else ""
+            if head is not None:
+                seq, prev = head.seq + 1, head.digest
+            else:  # no head: a new user, or one whose head was deleted behind the gate
+                seq = max((common.load_receipt(t).seq for t in chain), default=0) + 1
+                prev = common.load_receipt(chain[-1]).digest if chain else ""
             receipt = make(seq, prev)
             common.check_receipt(receipt, user, seq, prev)
             if receipt.id in self._ids:
                 raise ValueError(f"receipt {receipt.id!r} exists")
             text = common.dump(receipt)
+            new_head = sign_head(ChainHead(user, seq, receipt.digest), keys)
+            roster = self._roster
+            if head is None:
+                users, adopted = (roster.users, roster.adopted) if roster else (0, 0)
+                roster = sign_roster(Roster(users + 1, adopted), keys)
             chain.append(text)
             self._ids[receipt.id] = text
+            self._heads[user] = new_head
+            self._roster = roster
         return common.load_receipt(text)
 
     async def get(self, receipt_id: str) -> Receipt | None:
@@ -265,6 +282,22 @@ class MemoryReceipts:
                 for t in self._chains[u]
             ]
         return [common.load_receipt(t) for t in texts]
+
+    async def heads(self) -> Heads:
+        """Every user's head and the roster."""
+        with self._guard:
+            return Heads(tuple(self._heads[u] for u in sorted(self._heads)), self._roster)
+
+    async def snapshot(self) -> tuple[Heads, builtins.list[Receipt]]:
+        """The heads, the roster and every receipt, under one lock."""
+        with self._guard:
+            heads = Heads(tuple(self._heads[u] for u in sorted(self._heads)), self._roster)
+            texts = [t for u in sorted(self._chains) for t in self._chains[u]]
+        return heads, [common.load_receipt(t) for t in texts]
+
+    async def adopt(self, keys: KeyRing) -> int:
+        """Nothing to adopt: a memory store never held receipts without heads."""
+        return 0
 
 
 class MemoryStore:

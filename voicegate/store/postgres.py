@@ -2,17 +2,20 @@
 
 Every statement of ``voicegate.store.sql`` is one atomic statement under READ COMMITTED: racing
 unique-key inserts, version-checked updates and conditional upserts are settled by the server's
-row locks, so exactly one replica wins. A lost connection becomes ``StoreUnavailable`` and marks
-the pool's idle connections stale; the next call reconnects, and a pool that could not be
-created is created again on the next call, so the gate recovers when the database returns.
+row locks, so exactly one replica wins. A ``transaction`` (a receipt append) runs on one pooled
+connection under READ COMMITTED too; a snapshot one is REPEATABLE READ, READ ONLY. A lost
+connection becomes ``StoreUnavailable`` and marks the pool's idle connections stale; the next
+call reconnects, and a pool that could not be created is created again on the next call, so the
+gate recovers when the database returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -98,6 +101,26 @@ class PostgresRunner:
         except _DRIVER_ERRORS:
             pool.terminate()
 
+    @contextlib.asynccontextmanager
+    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[sql.Statements]:
+        """Statements on one pooled connection, in one transaction."""
+        pool = await self._get_pool()
+        isolation = "repeatable_read" if snapshot else "read_committed"
+        expire = False
+        try:
+            with _unavailable():
+                async with (
+                    pool.acquire(timeout=self._command_timeout) as conn,
+                    conn.transaction(isolation=isolation, readonly=snapshot),
+                ):
+                    yield _PostgresStatements(conn)
+        except StoreUnavailable as exc:
+            expire = isinstance(exc.__cause__, _CONNECTION_ERRORS)
+            raise
+        finally:
+            if expire:
+                await _expire(pool)
+
     async def _call(self, method: str, statement: str, params: Sequence[object]) -> Any:
         pool = await self._get_pool()
         try:
@@ -155,6 +178,26 @@ class PostgresRunner:
             for statement in _SCHEMA:
                 await conn.execute(statement)
             tables.check_version(await conn.fetchval(tables.VERSION_QUERY))
+
+
+class _PostgresStatements:
+    """Statements on one connection inside its open transaction."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+        """Execute ``statement``; the rows it returned."""
+        return list(await self._conn.fetch(_numbered(statement), *params))
+
+
+@contextlib.contextmanager
+def _unavailable() -> Iterator[None]:
+    """Driver errors, from statements or the transaction around them, as ``StoreUnavailable``."""
+    try:
+        yield
+    except _DRIVER_ERRORS as exc:
+        raise StoreUnavailable(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
 
 class PostgresStore(sql.SqlStore):

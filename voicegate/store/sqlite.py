@@ -3,13 +3,16 @@
 WAL mode lets readers run beside the one writer; ``busy_timeout`` makes a writer wait for the
 file lock instead of failing. Every statement runs in its own implicit transaction, so the
 atomic single statements of ``voicegate.store.sql`` hold across processes opening one file.
+A ``transaction`` (a receipt append) holds the file's write lock from its first statement
+(``BEGIN IMMEDIATE``) and has the connection to itself until it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import aiosqlite
@@ -36,6 +39,9 @@ class SqliteRunner:
         self._busy_timeout = busy_timeout
         self._conn: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        # held by each statement and by a whole transaction, so no statement of another task
+        # lands inside a transaction on the shared connection
+        self._turn = asyncio.Lock()
         self._closed = False
 
     async def start(self) -> None:
@@ -45,20 +51,32 @@ class SqliteRunner:
     async def run(self, statement: str, params: Sequence[object] = ()) -> int:
         """Execute ``statement``; the number of rows it changed."""
         conn = await self._connection()
-        try:
-            async with conn.execute(statement, params) as cursor:
-                return int(cursor.rowcount)
-        except _DRIVER_ERRORS as exc:
-            raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+        async with self._turn:
+            try:
+                async with conn.execute(statement, params) as cursor:
+                    return int(cursor.rowcount)
+            except _DRIVER_ERRORS as exc:
+                raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
 
     async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
         """Execute ``statement``; the rows it returned."""
         conn = await self._connection()
-        try:
-            async with conn.execute(statement, params) as cursor:
-                return list(await cursor.fetchall())
-        except _DRIVER_ERRORS as exc:
-            raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
+        async with self._turn:
+            return await _SqliteStatements(conn, self.path).rows(statement, params)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[sql.Statements]:
+        """Statements in one transaction: ``BEGIN IMMEDIATE``, or a plain read ``BEGIN``."""
+        conn = await self._connection()
+        statements = _SqliteStatements(conn, self.path)
+        async with self._turn:
+            await statements.rows("BEGIN" if snapshot else "BEGIN IMMEDIATE")
+            try:
+                yield statements
+                await statements.rows("COMMIT")
+            except BaseException:
+                await _roll_back(conn)
+                raise
 
     async def close(self) -> None:
         """Close the connection; later calls raise ``StoreUnavailable``."""
@@ -102,6 +120,22 @@ class SqliteRunner:
         return conn
 
 
+class _SqliteStatements:
+    """Statements on one connection, with driver errors as ``StoreUnavailable``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self._conn = conn
+        self._path = path
+
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+        """Execute ``statement``; the rows it returned."""
+        try:
+            async with self._conn.execute(statement, params) as cursor:
+                return list(await cursor.fetchall())
+        except _DRIVER_ERRORS as exc:
+            raise StoreUnavailable(f"SQLite at {self._path}: {exc}") from exc
+
+
 class SqliteStore(sql.SqlStore):
     """Every store concept in one SQLite file; several processes may open the same file."""
 
@@ -133,6 +167,13 @@ async def _prepare(conn: aiosqlite.Connection) -> None:
 
 def _try_open(path: Path) -> None:
     sqlite3.connect(path).close()
+
+
+async def _roll_back(conn: aiosqlite.Connection) -> None:
+    # the block (or its COMMIT) already failed; that error is the one worth reporting
+    if conn.in_transaction:
+        with contextlib.suppress(*_DRIVER_ERRORS):
+            await conn.execute("ROLLBACK")
 
 
 async def _close_quietly(conn: aiosqlite.Connection) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from voicegate.errors import ConfigError
 
-SCHEMA_VERSION = 1
+# 2: receipt heads and the roster; a database of version 1 is upgraded on open
+SCHEMA_VERSION = 2
 
 
 def create_statements(*, serial: str, real: str, blob: str, sorted_text: str) -> list[str]:
@@ -43,8 +44,21 @@ def create_statements(*, serial: str, real: str, blob: str, sorted_text: str) ->
         f"""CREATE TABLE IF NOT EXISTS vg_receipts (
             id TEXT PRIMARY KEY, user_id {sorted_text} NOT NULL, seq BIGINT NOT NULL,
             digest TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (user_id, seq))""",
+        f"""CREATE TABLE IF NOT EXISTS vg_receipt_heads (
+            user_id {sorted_text} PRIMARY KEY, seq BIGINT NOT NULL, digest TEXT NOT NULL,
+            key_id TEXT NOT NULL, signature TEXT NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS vg_receipt_roster (
+            id INTEGER PRIMARY KEY CHECK (id = 1), users BIGINT NOT NULL,
+            adopted BIGINT NOT NULL, key_id TEXT NOT NULL, signature TEXT NOT NULL)""",
+        # Receipts written by version 1 have no heads: mark the roster LEGACY (-1) so that the
+        # first signed write builds heads from the chains as they are (ReceiptStore.adopt).
+        """INSERT INTO vg_receipt_roster (id, users, adopted, key_id, signature)
+            SELECT 1, -1, 0, '', '' WHERE EXISTS (SELECT 1 FROM vg_receipts)
+            AND EXISTS (SELECT 1 FROM vg_schema WHERE version < 2)
+            AND NOT EXISTS (SELECT 1 FROM vg_receipt_roster)""",
         f"""INSERT INTO vg_schema (version) SELECT {SCHEMA_VERSION}
             WHERE NOT EXISTS (SELECT 1 FROM vg_schema)""",
+        f"UPDATE vg_schema SET version = {SCHEMA_VERSION} WHERE version < {SCHEMA_VERSION}",
     ]
 
 

@@ -1,9 +1,14 @@
 """Audio intake: uploaded bytes → a checked 16 kHz mono clip, or ``AudioRefused(reason)``.
 
-The format is sniffed from the magic bytes; the declared content type only decides between
-"corrupt" and "unsupported" when the bytes match nothing. Every limit that can be checked before
-decoding is: the byte size first, then the duration a header declares, then the decoded sample
-count as it grows, so a small file that expands to hours never reaches memory.
+The format is sniffed from the magic bytes. The declared content type is checked only for what
+it is: a type that is not audio (``text/plain``, ``application/json``) is refused unheard, and one
+of ``AUDIO_TYPES`` decides between "corrupt" and "unsupported" when the bytes match nothing.
+
+Every limit that can be checked before decoding is: the byte size first, then the duration a
+header declares, then the decoded sample count as it grows, so a small file that expands to hours
+never reaches memory. A recording that ends before the length its own header declares (a WAV data
+chunk, a WebM duration) is refused as corrupt: a cut-off answer may have lost its last words, and
+"yes, no wait" cut short is "yes".
 
 WAV, FLAC and OGG/Vorbis go through libsndfile (``soundfile``); OGG/Opus, WebM/Opus and MP4/AAC
 (what Safari records) go through FFmpeg (``av``). Resampling to 16 kHz uses
@@ -35,6 +40,25 @@ SOURCE_RATES = frozenset(
     {8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 88200, 96000}
 )
 MAX_CHANNELS = 8
+# The content types the device API declares for a raw recording, one per container.
+CONTENT_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm", "audio/mp4")
+# Every name a recorder or browser gives those containers.
+AUDIO_TYPES = frozenset(
+    {
+        *CONTENT_TYPES,
+        "audio/wave",
+        "audio/x-wav",
+        "audio/vnd.wave",
+        "audio/x-flac",
+        "audio/opus",
+        "video/webm",
+        "audio/aac",
+    }
+)
+# Labels that say nothing about the bytes; the magic bytes decide.
+UNLABELLED = frozenset({"", "application/octet-stream"})
+# A WebM may end this much before its declared duration (codec delay, the last frame's padding).
+DURATION_SLACK = 0.1  # seconds
 FRAME = 320  # 20 ms at 16 kHz, for the level statistics
 
 Samples = npt.NDArray[np.float32]
@@ -75,9 +99,12 @@ def decode(data: bytes, content_type: str | None = None, *, limits: Limits = Lim
     """Decode uploaded audio to a checked 16 kHz mono clip; raise ``AudioRefused`` otherwise."""
     if len(data) > limits.max_bytes:
         raise AudioRefused(Reason.TOO_LARGE, f"{len(data)} bytes")
+    declared = _base_type(content_type)
+    if not (declared in UNLABELLED or declared in AUDIO_TYPES or declared.startswith("audio/")):
+        raise AudioRefused(Reason.UNSUPPORTED_FORMAT, f"{declared} is not audio")
     kind = sniff(data)
     if kind is None:
-        if _claims_audio(content_type) and data:
+        if declared in AUDIO_TYPES and data:
             raise AudioRefused(Reason.CORRUPT, "the bytes match no known audio format")
         raise AudioRefused(Reason.UNSUPPORTED_FORMAT, content_type or "unknown")
     samples, rate = _guarded(kind, data, limits)
@@ -149,22 +176,8 @@ def from_samples(
     )
 
 
-def _claims_audio(content_type: str | None) -> bool:
-    base = (content_type or "").split(";")[0].strip().lower()
-    return base in {
-        "audio/wav",
-        "audio/wave",
-        "audio/x-wav",
-        "audio/vnd.wave",
-        "audio/flac",
-        "audio/x-flac",
-        "audio/ogg",
-        "audio/opus",
-        "audio/webm",
-        "video/webm",
-        "audio/mp4",
-        "audio/aac",
-    }
+def _base_type(content_type: str | None) -> str:
+    return (content_type or "").split(";")[0].strip().lower()
 
 
 def _resample(mono: npt.NDArray[np.float64], rate: int) -> Samples:
@@ -221,11 +234,25 @@ def _wav_declared_seconds(data: bytes) -> float | None:
     return None
 
 
+def _wav_data_missing(data: bytes) -> bool:
+    """Whether the RIFF data chunk declares more bytes than the upload holds."""
+    pos = 12
+    while pos + 8 <= len(data):
+        tag = data[pos : pos + 4]
+        (size,) = struct.unpack("<I", data[pos + 4 : pos + 8])
+        if tag == b"data":
+            return size not in (0, 0xFFFFFFFF) and pos + 8 + size > len(data)
+        pos += 8 + size + (size & 1)
+    return False
+
+
 def _read_soundfile(kind: str, data: bytes, limits: Limits) -> tuple[npt.NDArray[np.float64], int]:
     if kind == "wav" and data[:4] == b"RIFF":
         declared = _wav_declared_seconds(data)
         if declared is not None and declared > limits.max_seconds:
             raise AudioRefused(Reason.TOO_LONG, f"header declares {declared:.0f} s")
+        if _wav_data_missing(data):
+            raise AudioRefused(Reason.CORRUPT, "the recording ends before its header says")
     with soundfile.SoundFile(io.BytesIO(data)) as f:
         rate, channels, frames = int(f.samplerate), int(f.channels), int(f.frames)
         if rate not in SOURCE_RATES or not 1 <= channels <= MAX_CHANNELS:
@@ -250,10 +277,9 @@ def _read_av(kind: str, data: bytes, limits: Limits) -> tuple[npt.NDArray[np.flo
         if not container.streams.audio:
             raise AudioRefused(Reason.CORRUPT, "no audio stream")
         stream = container.streams.audio[0]
-        if stream.duration is not None and stream.time_base is not None:
-            declared = float(stream.duration * stream.time_base)
-            if declared > limits.max_seconds:
-                raise AudioRefused(Reason.TOO_LONG, f"header declares {declared:.0f} s")
+        declared = _declared_seconds(kind, container, stream)
+        if declared is not None and declared > limits.max_seconds:
+            raise AudioRefused(Reason.TOO_LONG, f"header declares {declared:.0f} s")
         rate = 0
         total = 0
         chunks: list[npt.NDArray[np.float64]] = []
@@ -271,7 +297,22 @@ def _read_av(kind: str, data: bytes, limits: Limits) -> tuple[npt.NDArray[np.flo
             chunks.append(chunk)
     if not chunks:
         raise AudioRefused(Reason.CORRUPT, "no audio frames")
+    if kind == "webm" and declared is not None and total / rate < declared - DURATION_SLACK:
+        raise AudioRefused(Reason.CORRUPT, "the recording ends before its header says")
     return np.concatenate(chunks)[:, None], rate
+
+
+def _declared_seconds(kind: str, container: Any, stream: Any) -> float | None:
+    """The length the header states: the stream's, or a WebM's Segment duration.
+
+    Only a WebM's container duration is read from its header; for Ogg and MP4 FFmpeg works it
+    out from the packets that are there, which says nothing about what is missing.
+    """
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    if kind == "webm" and container.duration is not None:
+        return float(container.duration) / av.time_base
+    return None
 
 
 _INT_SCALE = {"u8": 128.0, "s16": 32768.0, "s32": 2147483648.0, "s64": 2.0**63}

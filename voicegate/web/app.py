@@ -127,13 +127,15 @@ def build_app(
             grace = config.release_lease if config.shared_store else 0.0
             settled = await gate.settle_interrupted(grace=grace)
             if settled:
-                logger.warning("%d interrupted writes marked unknown", settled)
+                logger.warning("%d interrupted writes settled", settled)
             tidy = asyncio.create_task(keep_tidy(gate, lease=config.release_lease))
             try:
                 async with manager.run():
                     yield
             finally:
                 tidy.cancel()
+                # Outcomes still unrecorded stay ``executing``; the next start settles them.
+                gate.backlog.close()
 
     app = FastAPI(title="voicegate", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.voicegate = assembly
@@ -148,7 +150,7 @@ def build_app(
         )
     )
     app.include_router(_health(assembly))
-    app.include_router(_metrics(events))
+    app.include_router(_metrics(events, config.metrics_tokens()))
     app.include_router(device_router(services))
     app.include_router(approve_router(services))
     return app
@@ -163,12 +165,7 @@ class BearerGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._authorised(scope):
-            response = JSONResponse(
-                {"error": "unauthorized", "message": "send Authorization: Bearer <token>"},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="voicegate"'},
-            )
-            await response(scope, receive, send)
+            await _unauthorised()(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -179,6 +176,14 @@ class BearerGate:
                 given = value
                 break
         return hmac.compare_digest(given, self._expected)
+
+
+def _unauthorised() -> JSONResponse:
+    return JSONResponse(
+        {"error": "unauthorized", "message": "send Authorization: Bearer <token>"},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="voicegate"'},
+    )
 
 
 async def _http_refusal(request: Request, exc: Exception) -> Response:
@@ -205,13 +210,19 @@ def _health(assembly: Assembly) -> APIRouter:
     return router
 
 
-def _metrics(events: Events) -> APIRouter:
+def _metrics(events: Events, tokens: tuple[Secret, ...]) -> APIRouter:
     router = APIRouter()
+    expected = [b"Bearer " + t.reveal() for t in tokens]
 
     # Aggregate counts only: every label is a reason code, a kind or an edge name, never an id.
     @router.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
-        """This app's metrics in the Prometheus text format."""
+    async def metrics(request: Request) -> Response:
+        """This app's metrics in the Prometheus text format (``tokens``: who may read them)."""
+        given = request.headers.get("authorization", "").encode("latin-1")
+        # Every token compared, so the time taken says nothing about which one came close.
+        matches = [hmac.compare_digest(given, e) for e in expected]
+        if expected and not any(matches):
+            return _unauthorised()
         return Response(events.render(), media_type=CONTENT_TYPE)
 
     return router

@@ -2,7 +2,9 @@
 // The device's ECDSA P-256 private key is made here as non-extractable and kept in IndexedDB;
 // the server only ever sees the public key. Every request to /device/* is signed.
 
-const SCHEME = "voicegate-device-v1";
+const SCHEME = "voicegate-device-v2";
+// The request headers the signature covers, in order: they pick the set and the audio decoder.
+const COVERED = ["Content-Type", "X-Voicegate-Pending", "X-Voicegate-Nonce"];
 const POLL_MS = 1500;
 const WARN_SECONDS = 30; // the warning comes at least 20 s before the deadline, with room to act
 const HOLD_MS = 600; // a press longer than this is hold-to-talk; shorter starts tap-to-record
@@ -67,12 +69,18 @@ function syncClock(response) {
   if (Number.isFinite(server) && server > 0) state.offset = server - Date.now() / 1000;
 }
 
+function coveredValue(headers, name) {
+  const key = Object.keys(headers).find((k) => k.toLowerCase() === name.toLowerCase());
+  return key === undefined ? "" : String(headers[key]);
+}
+
 async function signedFetch(method, path, body = null, headers = {}) {
   const bytes = body ?? new Uint8Array();
   for (let attempt = 0; attempt < 2; attempt += 1) {
     const stamp = String(Math.floor(Date.now() / 1000 + state.offset));
     const digest = hex(await crypto.subtle.digest("SHA-256", bytes));
-    const message = [SCHEME, state.device.id, method, path, stamp, digest].join("\n");
+    const covered = COVERED.map((name) => coveredValue(headers, name));
+    const message = [SCHEME, state.device.id, method, path, stamp, digest, ...covered].join("\n");
     const signature = await crypto.subtle.sign(
       { name: "ECDSA", hash: "SHA-256" }, state.device.keys.privateKey, enc.encode(message));
     const response = await fetch(path, {

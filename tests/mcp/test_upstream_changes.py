@@ -1,0 +1,51 @@
+"""The cached tool list follows the upstream's change notices, in both protocol versions."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from voicegate.mcp.catalog import Catalog
+from voicegate.mcp.policy import Policy
+from voicegate.mcp.upstream import UpstreamPool, UpstreamSpec
+
+
+def upstream(kind: str) -> UpstreamSpec:
+    return UpstreamSpec.from_command([sys.executable, "-m", "tests.mcp.upstreams", kind])
+
+
+def version_of(pool: UpstreamPool) -> str:
+    assert pool._conn is not None and pool._conn.client is not None
+    return pool._conn.client.protocol_version
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_tool_added_and_announced_is_listed_at_once(mode: str) -> None:
+    async with UpstreamPool(upstream("growing"), mode=mode) as pool:
+        catalog = Catalog(pool, Policy())
+        before = {t.name for t in await catalog.start()}
+        assert "fresh" not in before
+        await pool.call_tool("grow", {"name": "fresh"})
+        assert "fresh" in {t.name for t in await catalog.tools()}
+        await pool.call_tool("grow", {"name": "fresher"})
+        assert "fresher" in {t.name for t in await catalog.tools()}
+        assert pool.connects == 1
+        assert version_of(pool) == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+
+
+async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
+    async with UpstreamPool(upstream("growing")) as pool:
+        # Connecting returns only once the upstream acknowledged the change stream.
+        await pool._client()
+        assert pool._conn is not None and pool._conn.listening
+        assert version_of(pool) == "2026-07-28"
+
+
+async def test_without_a_change_stream_every_listing_asks_the_upstream() -> None:
+    async with UpstreamPool(upstream("deaf")) as pool:
+        catalog = Catalog(pool, Policy())
+        await catalog.start()
+        assert pool._conn is not None and not pool._conn.hears_changes
+        await pool.call_tool("grow", {"name": "unannounced"})
+        assert "unannounced" in {t.name for t in await catalog.tools()}
