@@ -171,6 +171,60 @@ async def test_high_risk_needs_a_second_yes_under_a_new_nonce(store, clock, upst
     assert upstream.calls == [("write_note", {"name": "note2", "text": "milk"})]
 
 
+async def test_a_high_risk_receipt_keeps_both_yeses_and_their_checks(store, clock, upstream):
+    gate = make_gate(store, clock, upstream)
+    phone = await pair(store)
+    tablet = await pair(store)
+    pending = await gate.propose("u1", actions(2), risk=Risk.HIGH)
+    spoken = dataclasses.replace(
+        evidence(pending, phone, clock, Kind.CHOOSE, 2, modality=Modality.VOICE),
+        transcript="the second one",
+        recogniser="faster-whisper",
+        model="tiny.en",
+        fingerprint_id="fp_1",
+    )
+    chosen = await gate.answer(spoken)
+    clock.advance(5)
+    done = await gate.answer(evidence(chosen.pending, tablet, clock, Kind.CONFIRM))
+    assert done.released and done.receipt is not None
+    receipt = done.receipt
+    first = receipt.first_yes
+    assert first is not None
+    assert (first.evidence_id, first.device_id, first.chosen) == (spoken.id, phone.id, 2)
+    assert (first.modality, first.transcript, first.model) == (
+        Modality.VOICE,
+        "the second one",
+        "tiny.en",
+    )
+    assert first.fingerprint_id == "fp_1" and first.decided_at == receipt.decided_at - 5
+    assert [c.name for c in first.checks if c.passed] == [
+        "for_this_set",
+        "paired_device_of_user",
+        "set_open",
+        "evidence_fresh",
+        "words_choose_one_card",
+        "action_unchanged",
+        "registered_write",
+        "evidence_consumed_once",
+        "nonce_consumed_once",
+    ]
+    assert receipt.device_id == tablet.id and receipt.modality is Modality.TAP
+    stored = await gate.receipts("u1")
+    assert stored[-1].first_yes == first
+    assert verify_chain(stored, gate.receipt_keys) == []
+    forged = dataclasses.replace(stored[-1], first_yes=dataclasses.replace(first, chosen=1))
+    assert verify_chain([*stored[:-1], forged], gate.receipt_keys) != []
+
+
+async def test_a_receipt_without_a_first_yes_keeps_its_old_digest(store, clock, upstream):
+    gate = make_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    done = await gate.answer(evidence(pending, device, clock, Kind.CHOOSE, 1))
+    assert done.receipt is not None and done.receipt.first_yes is None
+    assert "first_yes" not in done.receipt.body()
+
+
 async def test_cancel_closes_the_set_and_runs_nothing(store, clock, upstream):
     gate = make_gate(store, clock, upstream)
     device = await pair(store)

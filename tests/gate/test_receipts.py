@@ -25,7 +25,7 @@ from voicegate.gate.receipts import (
     verify_chain,
     verify_heads,
 )
-from voicegate.gate.types import Check, InputKind, Modality, Receipt, Risk
+from voicegate.gate.types import Check, FirstYes, InputKind, Modality, Receipt, Risk
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, generate_secret
 
@@ -129,6 +129,15 @@ EDITS: dict[str, Any] = {
     "fingerprint_id": "fp_2",
     "result": {"ok": False},
     "error": "boom",
+    "first_yes": FirstYes(
+        evidence_id="ev_1",
+        device_id="dev_3",
+        modality=Modality.VOICE,
+        input=InputKind.VOICE,
+        decided_at=1.5,
+        chosen=2,
+        transcript="doosra",
+    ),
 }
 
 

@@ -39,6 +39,7 @@ from voicegate.gate.types import (
     Decision,
     DeviceKind,
     Evidence,
+    FirstYes,
     Modality,
     PendingSet,
     Receipt,
@@ -519,6 +520,19 @@ class Gate:
             )
         checks.ok("nonce_consumed_once")
         now = self.clock()
+        first_yes = FirstYes(
+            evidence_id=evidence.id,
+            device_id=evidence.device_id,
+            modality=evidence.modality,
+            input=evidence.input,
+            decided_at=now,
+            chosen=chosen,
+            checks=checks.done(),
+            transcript=evidence.transcript,
+            recogniser=evidence.recogniser,
+            model=evidence.model,
+            fingerprint_id=evidence.fingerprint_id,
+        )
         final = pending.replace(
             stage=Stage.FINAL,
             nonce=secrets.token_urlsafe(24),
@@ -526,6 +540,7 @@ class Gate:
             ttl=self.final_ttl,
             deadline=now + self.final_ttl,
             extensions=0,
+            first_yes=first_yes,
         )
         if not await self.store.pending.swap(pending, final):
             return self._refused(evidence, pending, Reason.NOT_OPEN, checks)
@@ -681,6 +696,7 @@ class Gate:
             fingerprint_id=evidence.fingerprint_id if evidence else None,
             result=result,
             error=error,
+            first_yes=pending.first_yes,
         )
 
     async def _append(self, draft: Receipt) -> Receipt:

@@ -95,6 +95,27 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class FirstYes:
+    """The first of a high-risk write's two yeses: kept on its set, then copied to the receipt.
+
+    The receipt's own device, transcript and checks are the final yes's; this is the choice
+    that came before it, under the set's first nonce.
+    """
+
+    evidence_id: str
+    device_id: str
+    modality: Modality
+    input: InputKind
+    decided_at: float
+    chosen: int
+    checks: tuple[Check, ...] = ()
+    transcript: str | None = None
+    recogniser: str | None = None
+    model: str | None = None
+    fingerprint_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PendingSet:
     """1 to 5 cards waiting for the user's answer. ``nonce`` never leaves for the agent."""
 
@@ -116,6 +137,7 @@ class PendingSet:
     error: str | None = None
     receipt_id: str | None = None
     decided_at: float | None = None
+    first_yes: FirstYes | None = None
     version: int = 0
 
     def replace(self, **changes: Any) -> PendingSet:
@@ -214,15 +236,22 @@ class Receipt:
     fingerprint_id: str | None = None
     result: Any = None
     error: str | None = None
+    first_yes: FirstYes | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
 
     def body(self) -> dict[str, Any]:
-        """Everything the digest covers: all fields but the digest and signature."""
+        """Everything the digest covers: all fields but the digest and signature.
+
+        ``first_yes`` is left out when there is none, so receipts written before it existed
+        keep their digests.
+        """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
+        if data["first_yes"] is None:
+            del data["first_yes"]
         return data
 
 
@@ -259,6 +288,20 @@ def pending_from_dict(data: Mapping[str, Any]) -> PendingSet:
             "risk": Risk(data["risk"]),
             "stage": Stage(data["stage"]),
             "status": Status(data["status"]),
+            "first_yes": first_yes_from_dict(data.get("first_yes")),
+        }
+    )
+
+
+def first_yes_from_dict(data: Mapping[str, Any] | None) -> FirstYes | None:
+    if data is None:
+        return None
+    return FirstYes(
+        **{
+            **data,
+            "modality": Modality(data["modality"]),
+            "input": InputKind(data["input"]),
+            "checks": tuple(check_from_dict(c) for c in data.get("checks", ())),
         }
     )
 
@@ -279,6 +322,7 @@ def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
             "risk": Risk(data["risk"]),
             "modality": opt(Modality, data.get("modality")),
             "input": opt(InputKind, data.get("input")),
+            "first_yes": first_yes_from_dict(data.get("first_yes")),
         }
     )
 
