@@ -243,7 +243,12 @@ async def test_more_time_moves_the_deadline_and_never_shortens_it(store, clock, 
     waited = await gate.answer(evidence(pending, device, clock, Kind.MORE_TIME))
     assert waited.pending.deadline == clock() + gate.choose_ttl and not waited.released
     again = await gate.extend(pending.id, user="u1")
-    assert again.deadline >= waited.pending.deadline
+    assert again.deadline == waited.pending.deadline
+    # A deadline already later than now + the stage's TTL is kept, never pulled in.
+    later = again.replace(deadline=clock() + 10 * gate.choose_ttl)
+    assert await store.pending.swap(again, later)
+    kept = await gate.extend(pending.id, user="u1")
+    assert kept.deadline == later.deadline and kept.extensions == later.extensions + 1
     assert not upstream.calls
 
 

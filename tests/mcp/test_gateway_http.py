@@ -32,9 +32,13 @@ async def test_write_waits_for_a_tap_then_runs_once_with_a_receipt(
         assert {"list_notes", "write_note", "delete_note", "pending_status", "withdraw"} <= names
 
         assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
-        pending = data(await agent.call_tool("write_note", {"name": "shop", "text": "milk"}))
+        reply = await agent.call_tool("write_note", {"name": "shop", "text": "milk"})
+        pending = data(reply)
         assert pending["status"] == "pending_user_confirmation"
         assert "nonce" not in pending
+        # The nonce's value, not only its name, appears nowhere the agent can read.
+        nonce = (await gate.assembly.services.gate.status(pending["pending_id"])).nonce
+        assert nonce not in reply.model_dump_json()
         assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
 
         async with httpx.AsyncClient(base_url=gate.base) as http:

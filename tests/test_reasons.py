@@ -1,0 +1,16 @@
+"""Every refusal reason tells the caller what to do next."""
+
+from __future__ import annotations
+
+from voicegate.reasons import NEXT_STEP, Reason
+
+
+def test_every_reason_has_a_next_step() -> None:
+    missing = [reason for reason in Reason if not NEXT_STEP.get(reason, "").strip()]
+    assert missing == []
+
+
+def test_every_next_step_is_one_or_two_sentences_ending_in_a_full_stop() -> None:
+    for reason, step in NEXT_STEP.items():
+        assert step.endswith("."), reason
+        assert step.count(". ") <= 1, reason
