@@ -20,11 +20,18 @@ from voicegate.errors import ConfigError
 from voicegate.limits import RateLimits
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store import redact
+from voicegate.tokens import DEFAULT_TTL
 
 TOKEN_ENV = "VOICEGATE_TOKEN"
 KEYS_ENV = "VOICEGATE_SECRET_KEYS"
 METRICS_TOKEN_ENV = "VOICEGATE_METRICS_TOKEN"
+TOKEN_TTL_ENV = "VOICEGATE_TOKEN_TTL"
 DEFAULT_PORT = 8800
+# A confirmation token stands for one "are you sure?" moment; an hour, in seconds, is already
+# far longer than any agent needs to re-call, and a longer one only widens the window to misuse it.
+MAX_TOKEN_TTL = 3600.0
+# Each held voice upload may be 2 MiB, so 256 of them bound the memory they take to 512 MiB.
+MAX_VOICE_IN_FLIGHT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,10 @@ class ServerConfig:
     release_lease: float = 600.0  # 10 minutes, in seconds
     # The bearer token a scraper sends to ``/metrics``; see ``metrics_tokens``.
     metrics_token: Secret | None = None
+    # How long a token-mode ``confirmationToken`` stays valid, in seconds.
+    token_ttl: float = DEFAULT_TTL
+    # Voice uploads this process holds at once; the next is told ``busy``.
+    max_voice_in_flight: int = 16
 
     def __repr__(self) -> str:
         """Every field, the store URL with its password masked (secrets mask themselves)."""
@@ -185,6 +196,33 @@ def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:
             raise ConfigError(f"--rate-limit {name} must be positive")
         changes[name] = value
     return replace(RateLimits(), **changes)
+
+
+def token_ttl_from(value: str | None, env: Mapping[str, str] = os.environ) -> float:
+    """Token lifetime in seconds: the flag, else ``VOICEGATE_TOKEN_TTL``, else 5 minutes."""
+    if value is not None:
+        source, raw = "--token-ttl", value
+    else:
+        source, raw = TOKEN_TTL_ENV, env.get(TOKEN_TTL_ENV, "").strip()
+        if not raw:
+            return DEFAULT_TTL
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ConfigError(f"{source} must be a number of seconds, not {raw!r}") from None
+    # The negated test also refuses NaN, which compares false with everything.
+    if not (0 < seconds <= MAX_TOKEN_TTL):
+        raise ConfigError(f"{source} must be more than 0 and at most {MAX_TOKEN_TTL:.0f} seconds")
+    return seconds
+
+
+def voice_in_flight_from(value: int) -> int:
+    """``--max-voice-in-flight`` checked: at least 1, at most ``MAX_VOICE_IN_FLIGHT``."""
+    if not 1 <= value <= MAX_VOICE_IN_FLIGHT:
+        raise ConfigError(
+            f"--max-voice-in-flight must be between 1 and {MAX_VOICE_IN_FLIGHT}, not {value}"
+        )
+    return value
 
 
 def metrics_token_from(env: Mapping[str, str] = os.environ) -> Secret | None:

@@ -2,9 +2,11 @@
 
 Pair with a code, see the exact card text, approve by tap and by keyboard, get a polite warning
 at least 20 seconds before the deadline and more time with one key, and speak "the second one"
-through Chromium's fake microphone. Every test also checks that each control is at least 44x44
-CSS pixels and that the page asks nothing of any other origin. Screenshots go to
-test-artifacts/browser/.
+through Chromium's fake microphone. A refused spoken answer shows what was heard and what to say
+instead; the "I use a switch" setting is remembered and taps are recorded as switch presses; a
+hold released before the microphone starts still stops the recording. Every test also checks
+that each control is at least 44x44 CSS pixels and that the page asks nothing of any other
+origin. Screenshots go to test-artifacts/browser/.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT, require
 from tests.device.kit import Executed
-from voicegate.device.pairing import start_pairing
+from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import DeviceKind, PendingSet, Risk
+from voicegate.gate.types import DeviceKind, PendingSet, Risk, Status
 from voicegate.secrets import KeyRing
 from voicegate.services import Services
 from voicegate.store import open_store
@@ -36,6 +38,8 @@ pytestmark = pytest.mark.browser
 T = TypeVar("T")
 CHROMIUM = Path("/usr/bin/chromium")
 SPEECH = FIXTURES / "browser" / "the_second_one.wav"
+# Refused on a choice card: a negation never picks anything.
+REFUSED_SPEECH = FIXTURES / "clips" / "piper_not_two.flac"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 WAIT_MS = 20_000
 # WCAG 2.5.5 (AAA) target size, which the page promises for every control.
@@ -44,6 +48,19 @@ MIN_TARGET = 44
 ACTIONABLE = (
     "button:visible, a[href]:visible, input:visible, summary:visible, [role=button]:visible"
 )
+# The page's hold-to-talk threshold (HOLD_MS in approve.js), plus room to spare.
+HOLD_MS = 600 + 300
+# Holds getUserMedia back until the test calls ``startMicrophone()``: a slow microphone.
+SLOW_MICROPHONE = """
+(() => {
+  const devices = navigator.mediaDevices;
+  const real = devices.getUserMedia.bind(devices);
+  let ready;
+  const started = new Promise((resolve) => { ready = resolve; });
+  window.startMicrophone = () => ready();
+  devices.getUserMedia = async (constraints) => { await started; return real(constraints); };
+})();
+"""
 NOTES = [
     ActionRequest("write_note", {"name": "shopping", "text": "milk"}),
     ActionRequest("write_note", {"name": "shopping", "text": "eggs"}),
@@ -147,12 +164,18 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def playwright() -> Iterator[Any]:
     require(CHROMIUM.exists(), "Debian chromium at /usr/bin/chromium")
-    require(SPEECH.exists(), f"the fake microphone clip {SPEECH}")
     require(importlib.util.find_spec("playwright") is not None, "the playwright package")
     from playwright import sync_api
 
+    with sync_api.sync_playwright() as p:
+        yield p
+
+
+def launch(playwright: Any, microphone: Path) -> Any:
+    """Headless Chromium whose fake microphone plays ``microphone`` (a WAV file) in a loop."""
+    require(microphone.exists(), f"the fake microphone clip {microphone}")
     args = [
         "--headless",
         "--no-sandbox",
@@ -164,17 +187,28 @@ def browser() -> Iterator[Any]:
         "--disable-sync",
         "--use-fake-ui-for-media-stream",
         "--use-fake-device-for-media-stream",
-        f"--use-file-for-fake-audio-capture={SPEECH}",
+        f"--use-file-for-fake-audio-capture={microphone}",
     ]
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
-        yield launched
-        launched.close()
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Any) -> Iterator[Any]:
+    launched = launch(playwright, SPEECH)
+    yield launched
+    launched.close()
 
 
 @pytest.fixture
 def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterator[Any]:
     scheme = "dark" if "dark" in request.node.name else "light"
+    with open_page(browser, server, scheme) as opened:
+        yield opened
+
+
+@contextlib.contextmanager
+def open_page(browser: Any, server: Server, scheme: str = "light") -> Iterator[Any]:
+    """A fresh page (its own storage) on ``server``; on leaving, no errors and no other origin."""
     context = browser.new_context(
         base_url=server.url, color_scheme=scheme, viewport={"width": 420, "height": 860}
     )
@@ -185,8 +219,10 @@ def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterat
     opened.set_default_timeout(WAIT_MS)
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield opened
-    context.close()
+    try:
+        yield opened
+    finally:
+        context.close()
     assert errors == []
     # No CDN, no fonts, no beacons: the page works with no internet at all.
     assert requested and all(_same_origin(url, server.url) for url in requested), requested
@@ -210,6 +246,9 @@ def assert_targets_are_large(page: Any) -> None:
 
 
 def pair(page: Any, server: Server, query: str = "") -> None:
+    # Every test pairs a fresh browser from 127.0.0.1: each starts a new pairing-budget window,
+    # so the per-address budget (tests/device/test_pairing.py) does not cap how many tests run.
+    server.clock.offset += BUDGET_WINDOW
     page.goto("/approve" + query)
     page.get_by_label("Pairing code").wait_for()
     assert_targets_are_large(page)
@@ -326,3 +365,92 @@ def test_speak_the_second_one_and_the_second_action_runs(page: Any, server: Serv
     expect_success(page, proposed.actions[1].card_text)
     assert server.executed.calls[before:] == [("write_note", {"name": "shopping", "text": "eggs"})]
     assert server.run(server.gate.status(proposed.id)).chosen == 2
+
+
+def test_switch_setting_is_remembered_and_taps_are_recorded_as_switch(
+    page: Any, server: Server
+) -> None:
+    pair(page, server)
+    setting = page.get_by_role("button", name="I use a switch")
+    expect(setting).to_have_attribute("aria-pressed", "false")
+    assert setting.get_attribute("aria-describedby") == "switch-help"
+    setting.click()
+    expect(setting).to_have_attribute("aria-pressed", "true")
+    page.reload()
+    page.locator("#cards-section").wait_for(state="visible")
+    expect(setting).to_have_attribute("aria-pressed", "true")
+    assert_targets_are_large(page)
+    proposed = server.propose(1)
+    card = page.locator(f'[data-pending-id="{proposed.id}"] button.card')
+    card.click()
+    expect_success(page, proposed.actions[0].card_text)
+    receipt = server.run(server.gate.receipts("asha"))[-1]
+    assert receipt.pending_id == proposed.id
+    assert receipt.input is not None and receipt.input.value == "switch"
+    shot(page, "08-switch-setting-on")
+
+
+def test_hold_released_before_the_microphone_starts_stops_at_once(
+    page: Any, server: Server
+) -> None:
+    page.add_init_script(SLOW_MICROPHONE)
+    # Far longer than the wait below: only the remembered release can stop this recording.
+    pair(page, server, "?max_record_ms=15000")
+    before = len(server.executed.calls)
+    proposed = server.propose(2, risk=Risk.HIGH)
+    speak = page.locator(f'[data-pending-id="{proposed.id}"] button.speak')
+    speak.scroll_into_view_if_needed()
+    box = speak.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.wait_for_timeout(HOLD_MS)  # the hold itself: a press this long is hold-to-talk
+    page.mouse.up()
+    expect(speak).to_have_attribute("aria-pressed", "true")
+    page.evaluate("window.startMicrophone()")
+    expect(speak).to_have_attribute("aria-pressed", "false", timeout=5_000)
+    # What little was recorded went to the server, which answered; nothing ran.
+    expect(page.locator("#result")).to_have_attribute("data-released", "false", timeout=60_000)
+    assert server.executed.calls[before:] == []
+    server.run(server.gate.cancel(proposed.id, user="asha"))
+
+
+def test_a_refused_voice_answer_shows_what_was_heard_and_what_to_say(
+    playwright: Any, server: Server, tmp_path: Path
+) -> None:
+    require(server.services.voice is not None, "the recogniser pipeline (voicegate.voice.pipeline)")
+    microphone = fake_microphone(REFUSED_SPEECH, tmp_path / "not_two.wav")
+    launched = launch(playwright, microphone)
+    try:
+        with open_page(launched, server) as page:
+            pair(page, server, "?max_record_ms=2500")
+            before = len(server.executed.calls)
+            proposed = server.propose(2)
+            page.locator(f'[data-pending-id="{proposed.id}"] button.speak').click()
+            result = page.locator("#result")
+            result.locator(".heard").wait_for(timeout=60_000)
+            shot(page, "09-voice-refused")
+            expect(result).to_have_attribute("data-released", "false")
+            expect(result).not_to_have_attribute("data-reason", "")
+            expect(result.locator(".no")).to_have_text("Nothing ran.")
+            assert result.locator(".heard").inner_text().strip()
+            assert result.locator(".next-step").inner_text().strip()
+            assert result.locator(".ok").count() == 0
+            assert server.executed.calls[before:] == []
+            waiting = server.run(server.gate.status(proposed.id))
+            assert waiting.status is Status.WAITING and waiting.chosen is None
+            server.run(server.gate.cancel(proposed.id, user="asha"))
+    finally:
+        launched.close()
+
+
+def fake_microphone(clip: Path, wav: Path) -> Path:
+    """``clip`` as 16-bit WAV with silence around it, as Chromium's fake microphone plays it."""
+    import numpy as np
+    import soundfile
+
+    samples, rate = soundfile.read(clip, dtype="int16")
+    before = np.zeros(int(0.35 * rate), dtype=np.int16)
+    after = np.zeros(max(0, int(2.5 * rate) - len(before) - len(samples)), dtype=np.int16)
+    soundfile.write(wav, np.concatenate([before, samples, after]), rate, subtype="PCM_16")
+    return wav

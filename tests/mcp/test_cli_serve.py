@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import secrets
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,13 +16,33 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
+from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 
 from tests.conftest import ROOT
+from tests.device.kit import SigningDevice
 from tests.mcp.harness import TOKEN, agent_at
-from voicegate.mcp.notes import PIDFILE_ENV
+from voicegate.cli import build_parser, main
+from voicegate.clock import ManualClock
+from voicegate.errors import ConfigError
+from voicegate.mcp.commands import config_from
+from voicegate.mcp.notes import PIDFILE_ENV, build_notes_server
+from voicegate.mcp.policy import Mode, Policy
+from voicegate.mcp.server import build_server
+from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.secrets import KeyRing, Secret
+from voicegate.settings import (
+    KEYS_ENV,
+    MAX_TOKEN_TTL,
+    TOKEN_TTL_ENV,
+    ServerConfig,
+    token_ttl_from,
+)
+from voicegate.store.memory import MemoryStore
+from voicegate.web.app import Assembly, build_app
 
 PYTHON = sys.executable
 
@@ -50,13 +73,31 @@ class Served:
     banner: list[str]
 
 
+async def voicegate(*words: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``python -m voicegate.cli WORDS`` to the end: exit status, stdout, stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        PYTHON,
+        "-m",
+        "voicegate.cli",
+        *words,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
 @asynccontextmanager
 async def voicegate_serve(
-    tmp_path: Path, *flags: str, last: str = "Pair a device"
+    tmp_path: Path, *flags: str, last: str = "Pair a device", env: dict[str, str] | None = None
 ) -> AsyncIterator[Served]:
     """Run ``python -m voicegate.cli serve FLAGS``; yield once its banner says it listens.
 
     The banner prints after the port listens, so its ``last`` line means the gate is ready.
+    The store is ``tmp_path / "gate.db"``; ``env`` replaces the default environment.
     """
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
@@ -71,7 +112,7 @@ async def voicegate_serve(
         str(tmp_path / "gate.db"),
         "--no-voice",
         cwd=ROOT,
-        env=cli_env(),
+        env=env if env is not None else cli_env(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -139,6 +180,80 @@ async def test_serve_gates_a_stdio_upstream_end_to_end(tmp_path: Path) -> None:
                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             )
             assert foreign.status_code == 403
+
+
+CODE_LINE = re.compile(r"Pairing code for owner \(tap\): (\d{4}) (\d{4})")
+
+
+async def test_a_tap_on_a_device_paired_by_the_cli_releases_the_write_with_a_receipt(
+    tmp_path: Path,
+) -> None:
+    """The operator's whole path, every part a real process or a real socket: ``voicegate
+    serve`` over SQLite wrapping the stdio notes server, ``voicegate pair`` for the code, a
+    device pairing and tapping over the device API, the agent polling ``pending_status``, and
+    ``voicegate receipts list|verify`` reading the same database."""
+    db = str(tmp_path / "gate.db")
+    pidfile = tmp_path / "notes.pids"
+    env = {**cli_env(), KEYS_ENV: "k1:" + secrets.token_urlsafe(32)}
+    flags = [*NOTES, "--env", f"{PIDFILE_ENV}={pidfile}", "--token", TOKEN]
+    async with (
+        voicegate_serve(tmp_path, *flags, env=env) as served,
+        agent_at(served.base, mode="auto") as agent,
+        httpx.AsyncClient(base_url=served.base) as http,
+    ):
+        names = {t.name for t in (await agent.list_tools()).tools}
+        assert {"list_notes", "write_note", "delete_note", "pending_status"} <= names
+        assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
+        pending = data(await agent.call_tool("write_note", {"name": "shop", "text": "milk"}))
+        assert pending["status"] == "pending_user_confirmation"
+        pending_id = pending["pending_id"]
+        assert (
+            data(await agent.call_tool("pending_status", {"pending_id": pending_id}))["status"]
+            == "waiting"
+        )
+
+        status, out, _ = await voicegate(
+            "pair", "--user", "owner", "--kind", "tap", "--db", db, env=env
+        )
+        assert status == 0
+        found = CODE_LINE.search(out)
+        assert found is not None, out
+        # The server checks signed times against its own clock, so the device signs with now.
+        device = SigningDevice(http, ManualClock(time.time()))
+        paired = await device.pair(found[1] + found[2])
+        assert paired.status_code == 200, paired.text
+        listing = (await device.get("/device/pending")).json()
+        (shown,) = [s for s in listing["sets"] if s["id"] == pending_id]
+        tap = {"pending_id": pending_id, "nonce": shown["nonce"], "decision": "confirm"}
+        tapped = await device.post_json("/device/tap", tap)
+        assert tapped.status_code == 200, tapped.text
+
+        # The agent polls as a client without input-required support would.
+        for _ in range(50):
+            reply = data(await agent.call_tool("pending_status", {"pending_id": pending_id}))
+            if reply["status"] != "waiting":
+                break
+        assert reply["status"] == "confirmed"
+        assert reply["result"]["structuredContent"] == {"written": "shop", "count": 1}
+        assert data(await agent.call_tool("list_notes", {})) == {"notes": {"shop": "milk"}}
+        upstream = data(await agent.call_tool("stats", {}))
+        assert upstream["calls"]["write_note"] == 1
+        assert pidfile.read_text().split() == [str(upstream["pid"])]
+
+    status, out, _ = await voicegate("receipts", "list", "--db", db, env=env)
+    assert status == 0
+    (row,) = out.splitlines()
+    receipt_id, owner, outcome, mode, _when, tool = row.split()
+    assert (receipt_id, owner, outcome, mode, tool) == (
+        reply["receipt_id"],
+        "owner#1",
+        "executed",
+        "device",
+        "write_note",
+    )
+    status, out, _ = await voicegate("receipts", "verify", "--db", db, env=env)
+    assert status == 0, out
+    assert out.splitlines()[-1] == "1 receipts, 0 problems"
 
 
 async def test_generated_token_is_printed_once_and_works(tmp_path: Path) -> None:
@@ -224,3 +339,88 @@ async def test_http_upstream_gets_the_extra_headers(tmp_path: Path) -> None:
         server.should_exit = True
         await task
         sock.close()
+
+
+def serve_args(*flags: str) -> ServerConfig:
+    """The configuration ``voicegate serve FLAGS`` would run with."""
+    # An in-memory store: the default SQLite file would leave a key file in the working folder.
+    words = ["serve", "--upstream-cmd", "notes", "--db", "memory", *flags]
+    return config_from(build_parser("serve").parse_args(words))
+
+
+def test_serve_flags_set_the_token_lifetime_and_the_voice_intake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(TOKEN_TTL_ENV, raising=False)
+    assert serve_args().token_ttl == 300.0
+    assert serve_args().max_voice_in_flight == 16
+    config = serve_args("--token-ttl", "45", "--max-voice-in-flight", "4")
+    assert (config.token_ttl, config.max_voice_in_flight) == (45.0, 4)
+    monkeypatch.setenv(TOKEN_TTL_ENV, "90")
+    assert serve_args().token_ttl == 90.0
+    assert serve_args("--token-ttl", "20").token_ttl == 20.0  # the flag wins
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "abc", "", str(MAX_TOKEN_TTL + 1)])
+def test_a_token_lifetime_outside_its_bounds_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError):
+        token_ttl_from(value)
+    with pytest.raises(ConfigError):
+        token_ttl_from(None, {TOKEN_TTL_ENV: value or "0"})
+    assert token_ttl_from(str(MAX_TOKEN_TTL)) == MAX_TOKEN_TTL
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--token-ttl", "0"], ["--max-voice-in-flight", "0"], ["--max-voice-in-flight", "257"]],
+)
+def test_serve_with_a_bad_limit_exits_2_with_one_line_and_starts_nothing(
+    flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--upstream-cmd", "notes", "--db", "memory", *flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("voicegate serve: ")
+
+
+def test_max_voice_in_flight_reaches_the_device_routes() -> None:
+    config = ServerConfig(token=Secret(TOKEN), keys=KeyRing.generate(), max_voice_in_flight=3)
+    app = build_app(
+        config,
+        upstream=UpstreamSpec.in_process(build_notes_server()),
+        policy=Policy(),
+        store=MemoryStore(),
+    )
+    assembly: Assembly = app.state.voicegate
+    assert assembly.services.settings.max_voice_in_flight == 3
+
+
+async def test_a_token_is_refused_as_expired_once_its_configured_lifetime_passes() -> None:
+    clock = ManualClock()
+    config = ServerConfig(token=Secret(TOKEN), keys=KeyRing.generate(), token_ttl=30.0)
+    app = build_app(
+        config,
+        upstream=UpstreamSpec.in_process(build_notes_server()),
+        policy=Policy(modes=(("write_note", Mode.TOKEN),)),
+        store=MemoryStore(),
+        clock=clock,
+    )
+    assembly: Assembly = app.state.voicegate
+    args = {"name": "a", "text": "b"}
+    async with app.router.lifespan_context(app), Client(build_server(assembly.tools)) as agent:
+        late = data(await agent.call_tool("write_note", args))
+        assert late["expiresInSeconds"] == 30
+        clock.advance(30.0)
+        refused = await agent.call_tool(
+            "write_note", {**args, "confirmationToken": late["confirmationToken"]}
+        )
+        assert refused.is_error and data(refused)["reason"] == "expired"
+
+        timely = data(await agent.call_tool("write_note", args))
+        clock.advance(29.0)
+        done = await agent.call_tool(
+            "write_note", {**args, "confirmationToken": timely["confirmationToken"]}
+        )
+        assert not done.is_error and data(done) == {"written": "a", "count": 1}
+        assert data(await agent.call_tool("stats", {}))["calls"]["write_note"] == 1

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.reliability.cluster import Phone, Served, pending_status, propose, running, start
+from tests.reliability.cluster import (
+    Phone,
+    Served,
+    Signed,
+    pending_status,
+    propose,
+    running,
+    start,
+)
 from tests.reliability.counter import executions as executed
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import Status
@@ -28,10 +38,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 SETS = 200
 TAPS_PER_SET = 10
 # Sets are proposed and raced in waves, so none waits near its 120-second deadline on a slow
-# machine; every set still gets all its confirms at once.
+# machine.
 WAVES = 4
-# Requests in flight at once, over both replicas together.
-IN_FLIGHT = 24
+# Sets raced at once. Each fires all its taps together, half to each replica, so the losers reach
+# the gate while the winner is still being released: 80 requests in flight, 40 per replica.
+RACING_SETS = 8
+# The share of sets whose winning tap was in flight together with a tap sent to the other
+# replica (all of them on an idle machine; a busy one may let a few sets race on one side only).
+CROSSED = 0.9
 # Writes proposed through the agent's MCP endpoint at once, per replica.
 PROPOSING = 4
 # One phone answering 2,000 times in a minute is far past the default budgets; lifted here so
@@ -40,7 +54,29 @@ UNLIMITED = {"answers_per_device": 100_000, "answers_per_user": 100_000}
 
 # uvicorn closes an idle keep-alive connection after 5 s; a client that reuses one just as it
 # closes reads a reset. Dropping idle connections sooner than the server does avoids the race.
-SHORT_KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
+SHORT_KEEPALIVE = httpx.Limits(max_connections=RACING_SETS * TAPS_PER_SET, keepalive_expiry=2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Tap:
+    """One confirm as the phone saw it: where it went, what came back, and when."""
+
+    pending_id: str
+    replica: str
+    status: int
+    reason: str
+    sent: float
+    answered: float
+
+    def overlaps(self, other: Tap) -> bool:
+        """Both were in flight at one moment."""
+        return self.sent < other.answered and other.sent < self.answered
+
+
+def crossed(taps: list[Tap]) -> bool:
+    """The winner was in flight together with a tap on the other replica."""
+    winner = next(t for t in taps if t.status == 200)
+    return any(t.replica != winner.replica and t.overlaps(winner) for t in taps)
 
 
 def replicas(tmp_path: Path, db: str, keys: str, log: Path) -> tuple[Served, Served]:
@@ -68,7 +104,7 @@ async def test_2000_racing_confirms_over_two_replicas_run_each_of_200_writes_onc
 ) -> None:
     a, b = replicas(tmp_path, shared_pg, keys, executions)
     proposed: list[str] = []
-    answers: list[tuple[str, int, str]] = []
+    races: list[list[Tap]] = []
     async with (
         running(a, b),
         httpx.AsyncClient(base_url=a.base, timeout=60.0, limits=SHORT_KEEPALIVE) as http_a,
@@ -76,15 +112,25 @@ async def test_2000_racing_confirms_over_two_replicas_run_each_of_200_writes_onc
     ):
         phone = Phone()
         await phone.pair(shared_pg, http_a, keys)
-        gate = asyncio.Semaphore(IN_FLIGHT)
+        gate = asyncio.Semaphore(RACING_SETS)
+        to = {"a": http_a, "b": http_b}
 
-        async def confirm(pending_id: str, nonce: str, i: int) -> tuple[str, int, str]:
-            http = http_a if i % 2 == 0 else http_b
-            async with gate:
-                # Signed inside the limit, so no request waits past its signature window.
-                response = await phone.tap(pending_id, nonce).send(http)
+        async def send(pending_id: str, replica: str, request: Signed) -> Tap:
+            sent = time.monotonic()
+            response = await request.send(to[replica])
+            answered = time.monotonic()
             reason = "" if response.status_code == 200 else str(response.json()["reason"])
-            return pending_id, response.status_code, reason
+            return Tap(pending_id, replica, response.status_code, reason, sent, answered)
+
+        async def race(pending_id: str, nonce: str) -> list[Tap]:
+            async with gate:
+                # Signed just before the race, so none waits past its signature window.
+                signed = [phone.tap(pending_id, nonce) for _ in range(TAPS_PER_SET)]
+                return list(
+                    await asyncio.gather(
+                        *(send(pending_id, "ab"[i % 2], s) for i, s in enumerate(signed))
+                    )
+                )
 
         for wave in range(WAVES):
             half = SETS // WAVES // 2
@@ -98,16 +144,21 @@ async def test_2000_racing_confirms_over_two_replicas_run_each_of_200_writes_onc
             nonces = await phone.nonces(http_b)
             assert nonces == await phone.nonces(http_a)
             assert set(nonces) == set(batch)
-            taps = [(p, i) for p in batch for i in range(TAPS_PER_SET)]
-            random.Random(wave).shuffle(taps)
-            answers.extend(await asyncio.gather(*(confirm(p, nonces[p], i) for p, i in taps)))
+            random.Random(wave).shuffle(batch)
+            races.extend(await asyncio.gather(*(race(p, nonces[p]) for p in batch)))
 
-    released = Counter(p for p, code, _ in answers if code == 200)
+    answers = [t for taps in races for t in taps]
+    released = Counter(t.pending_id for t in answers if t.status == 200)
     assert len(answers) == SETS * TAPS_PER_SET
     assert released == Counter({p: 1 for p in proposed})
-    refusals = Counter((code, reason) for _, code, reason in answers if code != 200)
+    refusals = Counter((t.status, t.reason) for t in answers if t.status != 200)
     # every loser is told the set was already decided; none is a server error
     assert set(refusals) == {(409, Reason.NOT_OPEN.value)}, refusals
+    # The race was real: in most sets a loser on the other replica was in flight with the winner.
+    raced = sum(crossed(taps) for taps in races)
+    assert raced >= CROSSED * SETS, f"{raced} of {SETS} sets raced across replicas"
+    # and each replica won some of the races
+    assert {t.replica for t in answers if t.status == 200} == {"a", "b"}
     ran = Counter(e["name"] for e in executed(executions))
     assert len(ran) == SETS and set(ran.values()) == {1}
 

@@ -13,11 +13,11 @@ from fastapi import FastAPI
 
 from tests.device.kit import Executed, SigningDevice, paired_device
 from tests.security import audio
-from tests.security.kit import Deaf, Held
+from tests.security.kit import Deaf, Eager, Held
 from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import PendingSet, Risk
+from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.limits import Intake, RateLimits, retry_after
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
@@ -139,6 +139,36 @@ async def test_voice_uploads_have_their_own_budget(store: Store) -> None:
         assert [a.status_code for a in answers] == [409, 409, 429]
         assert answers[-1].json()["reason"] == Reason.RATE_LIMITED
         assert len(recogniser.calls) == SMALL.voice_per_device
+
+
+async def test_voice_uploads_from_two_devices_share_their_users_budget(store: Store) -> None:
+    clock = ManualClock()
+    recogniser = Eager()
+    services = services_over(store, clock, voice=VoicePipeline(recogniser, None))
+    executor = services.gate.executor
+    assert isinstance(executor, Executed)
+    async with client_for(services) as http:
+        first = await paired_device(http, services, clock)
+        second = await paired_device(http, services, clock)
+        pending = await propose(services)
+        right = {"X-Voicegate-Pending": pending.id, "X-Voicegate-Nonce": pending.nonce}
+        wrong = {**right, "X-Voicegate-Nonce": "not-the-nonce"}
+        wav = audio.encode("wav")
+        # Refused uploads still spend the budget: two from the first device, one from the second.
+        spent = [await first.post("/device/voice", wav, "audio/wav", **wrong) for _ in range(2)]
+        spent.append(await second.post("/device/voice", wav, "audio/wav", **wrong))
+        assert [r.json()["reason"] for r in spent] == [Reason.WRONG_SET] * 3
+        # The second device has one upload of its own left, but its user has none.
+        limited = await second.post("/device/voice", wav, "audio/wav", **right)
+        assert limited.status_code == 429 and limited.json()["reason"] == Reason.RATE_LIMITED
+        assert int(limited.headers["Retry-After"]) == retry_after(SMALL.window, clock())
+        # a recording that would have released the set was never heard, and nothing ran
+        assert recogniser.calls == [] and executor.calls == []
+        assert (await services.gate.status(pending.id)).status is Status.WAITING
+        clock.advance(int(limited.headers["Retry-After"]))
+        released = await second.post("/device/voice", wav, "audio/wav", **right)
+        assert released.status_code == 200, released.text
+        assert executor.calls == [("write_note", {"name": "n", "text": "t"})]
 
 
 async def test_a_full_intake_answers_busy_before_reading_the_upload(store: Store) -> None:

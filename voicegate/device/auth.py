@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from fastapi import Request
+from fastapi import Request, Security
+from fastapi.security import APIKeyHeader
 
 from voicegate.device import signing
 from voicegate.errors import DeviceRefused
@@ -12,7 +13,45 @@ from voicegate.gate.types import Device
 from voicegate.reasons import Reason
 from voicegate.services import Services
 
-__all__ = ["authenticate", "covered_headers", "device_dependency", "request_target"]
+__all__ = [
+    "SIGNATURE_SCHEME",
+    "authenticate",
+    "covered_headers",
+    "device_dependency",
+    "request_target",
+]
+
+# How a client learns to sign, in the OpenAPI document. It only declares the header: the checks
+# are ``authenticate``'s, and a request without it is refused there with a reason code.
+SIGNATURE_SCHEME = APIKeyHeader(
+    name=signing.SIGNATURE_HEADER,
+    scheme_name=signing.SCHEME,
+    auto_error=False,
+    description=f"""An ECDSA P-256 (ES256) signature by the paired device's own key; the server \
+keeps only the public key, sent once to `/device/pair`.
+
+The device signs these lines, joined by a line feed (`\\n`) and encoded as UTF-8:
+
+```
+{signing.SCHEME}
+<device id, as sent in {signing.DEVICE_HEADER}>
+<METHOD, upper case>
+<path and query, exactly as sent>
+<timestamp in whole Unix seconds, as sent in {signing.TIMESTAMP_HEADER}>
+<SHA-256 of the body, lowercase hex (of the empty string for none)>
+<Content-Type header, or empty>
+<{signing.PENDING_HEADER} header, or empty>
+<{signing.NONCE_HEADER} header, or empty>
+```
+
+and sends the 64-byte `r || s` signature (what WebCrypto's ECDSA `sign` returns), base64url \
+without padding, in `{signing.SIGNATURE_HEADER}`, next to `{signing.DEVICE_HEADER}` and \
+`{signing.TIMESTAMP_HEADER}`. The last three lines cover the headers that pick a waiting set \
+and the audio decoder; each may appear at most once, with no line break. A signed request is \
+accepted once, within {signing.WINDOW:.0f} seconds (by default) of the server's clock (each \
+answer carries the server's time in `X-Voicegate-Time`); a refusal answers 401 or 403 with a \
+reason code.""",
+)
 
 
 def request_target(request: Request) -> str:
@@ -54,7 +93,9 @@ async def authenticate(services: Services, signed: signing.SignedRequest) -> Dev
 def device_dependency(services: Services) -> Callable[[Request], Awaitable[Device]]:
     """A FastAPI dependency that authenticates the request and returns its ``Device``."""
 
-    async def authenticated_device(request: Request) -> Device:
+    async def authenticated_device(
+        request: Request, _signature: str | None = Security(SIGNATURE_SCHEME)
+    ) -> Device:
         headers = request.headers
         signed = signing.SignedRequest(
             device_id=headers.get(signing.DEVICE_HEADER, ""),

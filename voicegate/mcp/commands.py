@@ -38,6 +38,8 @@ from voicegate.settings import (
     metrics_token_from,
     rate_limits_from,
     token_from,
+    token_ttl_from,
+    voice_in_flight_from,
 )
 from voicegate.store import open_store, redact
 from voicegate.store.base import Store
@@ -98,6 +100,20 @@ def _add_common(parser: argparse.ArgumentParser, *, default_db: str) -> None:
     )
     parser.add_argument("--no-voice", action="store_true", help="taps only, no recogniser")
     parser.add_argument(
+        "--token-ttl",
+        metavar="SECONDS",
+        default=None,
+        help="how long a token-mode confirmationToken stays valid, up to 3600 "
+        "(default: $VOICEGATE_TOKEN_TTL or 300)",
+    )
+    parser.add_argument(
+        "--max-voice-in-flight",
+        metavar="N",
+        type=int,
+        default=16,
+        help="voice answers held at once before the next is told busy, 1-256 (default 16)",
+    )
+    parser.add_argument(
         "--rate-limit",
         action="append",
         metavar="NAME=N",
@@ -120,7 +136,7 @@ def run_serve(args: argparse.Namespace) -> int:
             modes=parse_modes(args.mode),
             strict=args.strict,
         )
-        config = _config(args)
+        config = config_from(args)
     except (ConfigError, ValueError) as exc:
         print(f"voicegate serve: {exc}", file=sys.stderr)
         return 2
@@ -137,7 +153,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if not _port_free(args.host, args.port):
         args.port = _free_port(args.host)
     try:
-        config = _config(args)
+        config = config_from(args)
     except ConfigError as exc:
         print(f"voicegate demo: {exc}", file=sys.stderr)
         return 2
@@ -146,7 +162,8 @@ def run_demo(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(config, upstream, policy, args, banner=_demo_banner))
 
 
-def _config(args: argparse.Namespace) -> ServerConfig:
+def config_from(args: argparse.Namespace) -> ServerConfig:
+    """The server configuration the parsed flags and the environment describe."""
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -158,6 +175,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         user=args.user,
         public_url=args.public_url,
         rate_limits=rate_limits_from(args.rate_limit),
+        token_ttl=token_ttl_from(args.token_ttl),
+        max_voice_in_flight=voice_in_flight_from(args.max_voice_in_flight),
     )
 
 
@@ -190,6 +209,9 @@ async def _serve(
         # One ring for the app and the demo's pairing code, even when none is configured.
         config = replace(config, keys=config.signing_keys())
         voice = _voice_pipeline(store, args)
+        if voice is not None:
+            # The pipeline's own queue must not refuse what the device routes admitted.
+            voice.max_waiting = config.max_voice_in_flight
         app = build_app(config, upstream=upstream, policy=policy, store=store, voice=voice)
         # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs here
         # rather than inside uvicorn, so a refusal is one line and the banner, with its token,

@@ -264,13 +264,17 @@ class ReplayGuard:
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def check_and_remember(self, user: str, clip: Clip) -> str:
-        """Remember the clip and return its id; raise ``AudioRefused(AUDIO_REUSED)`` on reuse."""
-        data = features(clip)
+        """Remember the clip and return its id; raise ``AudioRefused(AUDIO_REUSED)`` on reuse.
+
+        The features and the match run in a worker thread, so a user with a long history does
+        not hold up other requests; the user's lock keeps the match and the add in one step.
+        """
+        data = await asyncio.to_thread(features, clip)
         query = load(data)
         lock = self._locks.setdefault(user, asyncio.Lock())
         async with lock:
             cache = await self._refresh(user)
-            if cache.library.match(query, self.threshold) is not None:
+            if await asyncio.to_thread(cache.library.match, query, self.threshold) is not None:
                 raise AudioRefused(Reason.AUDIO_REUSED)
             fingerprint_id = uuid.uuid4().hex
             now = self.clock()

@@ -2,9 +2,10 @@
 
 Audio refusals, a reused recording, a busy recogniser, no speech and every doubt of the grammar
 all come back as a ``REFUSE`` decision with its reason; only the recogniser's own failures raise.
-Model calls run in worker threads. Requests that arrive while the model is busy wait in a short
-queue and go into the next model call together, one encoder batch (at most ``max_batch``);
-when ``max_waiting`` answers are already in the house, a new one is refused with ``BUSY``.
+Decoding and model calls run in worker threads, so a long upload stalls no other request.
+Requests that arrive while the model is busy wait in a short queue and go into the next model
+call together, one encoder batch (at most ``max_batch``); when ``max_waiting`` answers are
+already in the house, a new one is refused with ``BUSY``.
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ class VoicePipeline:
         timings: dict[str, float] = {}
         t0 = self._clock()
         try:
-            clip = decode(audio, content_type)
+            # Decoding a long recording takes CPU time; in a worker thread it stalls no other
+            # request. ``decode`` still checks the size and the declared duration first.
+            clip = await asyncio.to_thread(decode, audio, content_type)
         except AudioRefused as exc:
             return self._refused(exc.reason, timings)
         t1 = self._clock()

@@ -73,9 +73,12 @@ def build_app(
     store: Store,
     voice: VoicePipeline | None = None,
     clock: Callable[[], float] = time.time,
-    token_ttl: float = 300.0,
+    token_ttl: float | None = None,
 ) -> FastAPI:
-    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``."""
+    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``.
+
+    ``token_ttl``, when given, overrides ``config.token_ttl`` (the token lifetime in seconds).
+    """
     keys = config.signing_keys()
     events = Events()
     pool = UpstreamPool(upstream)
@@ -91,7 +94,9 @@ def build_app(
     tools = GatedTools(
         gate,
         catalog,
-        tokens=TokenCodec(keys, ttl=token_ttl, clock=clock),
+        tokens=TokenCodec(
+            keys, ttl=config.token_ttl if token_ttl is None else token_ttl, clock=clock
+        ),
         options=options,
         clock=clock,
         events=events,
@@ -109,7 +114,11 @@ def build_app(
         gate=gate,
         voice=voice,
         clock=clock,
-        settings=ServiceSettings(public_url=config.base_url, rate_limits=config.rate_limits),
+        settings=ServiceSettings(
+            public_url=config.base_url,
+            rate_limits=config.rate_limits,
+            max_voice_in_flight=config.max_voice_in_flight,
+        ),
         events=events,
     )
     assembly = Assembly(services, pool, catalog, tools, config)

@@ -10,6 +10,8 @@ const WARN_SECONDS = 30; // the warning comes at least 20 s before the deadline,
 const HOLD_MS = 600; // a press longer than this is hold-to-talk; shorter starts tap-to-record
 const params = new URLSearchParams(location.search);
 const MAX_RECORD_MS = clamp(Number(params.get("max_record_ms")) || 8000, 1000, 15000);
+// Remembered in this browser: answers from here come from a switch interface.
+const SWITCH_SETTING = "voicegate.switch";
 
 const $ = (id) => document.getElementById(id);
 const enc = new TextEncoder();
@@ -19,7 +21,7 @@ const state = {
   offset: 0, // server clock minus this device's clock, in seconds
   sets: new Map(), // pending id -> latest set from the server
   warned: new Set(), // "id:deadline" already announced
-  recorder: null, // {pendingId, mediaRecorder, stream, pressedAt, timer, heldByKey}
+  recorder: null, // {pendingId, button, media, stream, pressedAt, timer, chunks, stopWanted}
   polling: null,
 };
 
@@ -356,8 +358,35 @@ function tick() {
 // ---- answers ------------------------------------------------------------------------------
 
 function inputOf(event) {
-  // A click with no pointer behind it came from Enter, Space or a switch interface.
+  // A switch interface presses Enter or Space, or taps, like anything else: only its user can
+  // say that it is one (the "I use a switch" setting).
+  if (usesSwitch()) return "switch";
+  // A click with no pointer behind it came from Enter or Space.
   return event && event.detail === 0 ? "key" : "touch";
+}
+
+function usesSwitch() {
+  try {
+    return localStorage.getItem(SWITCH_SETTING) === "on";
+  } catch (err) {
+    return false; // storage blocked: the setting lasts only while the page is open
+  }
+}
+
+function showSwitchSetting(on) {
+  $("switch-mode").setAttribute("aria-pressed", String(on));
+}
+
+function toggleSwitch() {
+  const on = $("switch-mode").getAttribute("aria-pressed") !== "true";
+  try {
+    if (on) localStorage.setItem(SWITCH_SETTING, "on");
+    else localStorage.removeItem(SWITCH_SETTING);
+  } catch (err) {
+    // Storage blocked: the button still shows the choice for this visit.
+  }
+  showSwitchSetting(on);
+  say(on ? "Answers will be recorded as switch presses." : "Switch setting off.");
 }
 
 async function tapAnswer(pendingId, decision, card, event) {
@@ -488,6 +517,12 @@ async function startRecording(pendingId, button) {
     rec.media.ondataavailable = (event) => { if (event.data.size) rec.chunks.push(event.data); };
     rec.media.onstop = () => finishRecording(rec);
     rec.media.start();
+    // Released (or pressed again) while the microphone was still starting: stop right away
+    // rather than listen on until MAX_RECORD_MS.
+    if (rec.stopWanted) {
+      rec.media.stop();
+      return;
+    }
     rec.timer = setTimeout(stopRecording, MAX_RECORD_MS);
     say("Listening.");
   } catch (err) {
@@ -500,7 +535,12 @@ async function startRecording(pendingId, button) {
 
 function stopRecording() {
   const rec = state.recorder;
-  if (!rec || !rec.media || rec.media.state === "inactive") return;
+  if (!rec) return;
+  if (!rec.media) {
+    rec.stopWanted = true; // the microphone is still starting; startRecording stops it
+    return;
+  }
+  if (rec.media.state === "inactive") return;
   clearTimeout(rec.timer);
   rec.media.stop();
 }
@@ -560,6 +600,8 @@ document.addEventListener("keydown", (event) => {
 
 async function start() {
   $("pair-form").addEventListener("submit", pair);
+  $("switch-mode").addEventListener("click", toggleSwitch);
+  showSwitchSetting(usesSwitch());
   $("forget").addEventListener("click", async () => {
     await forgetDevice();
     showPairing("This browser forgot its key. Ask the operator to revoke the device too.");
