@@ -28,7 +28,7 @@ from tests.mcp.harness import TOKEN, agent_at
 from voicegate.cli import build_parser, main
 from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError
-from voicegate.mcp.commands import config_from
+from voicegate.mcp.commands import _listen, config_from
 from voicegate.mcp.notes import PIDFILE_ENV, build_notes_server
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.server import build_server
@@ -424,3 +424,27 @@ async def test_a_token_is_refused_as_expired_once_its_configured_lifetime_passes
         )
         assert not done.is_error and data(done) == {"written": "a", "count": 1}
         assert data(await agent.call_tool("stats", {}))["calls"]["write_note"] == 1
+
+
+async def test_connections_to_the_serve_socket_send_without_delay() -> None:
+    # A listening socket created without naming TCP makes asyncio skip TCP_NODELAY on every
+    # accepted connection, and each small answer then waits for a delayed acknowledgement.
+    nodelay: list[int] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nodelay.append(
+            writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        )
+        writer.close()
+
+    with _listen("127.0.0.1", 0) as sock:
+        assert sock.proto == socket.IPPROTO_TCP
+        server = await asyncio.start_server(answer, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            writer.close()
+            for _ in range(200):
+                if nodelay:
+                    break
+                await asyncio.sleep(0.01)
+    assert nodelay and nodelay[0] != 0

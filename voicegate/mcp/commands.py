@@ -276,7 +276,10 @@ async def _demo_banner(config: ServerConfig, store: Store, voice: Any) -> None:
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and already listening; ``ConfigError`` if it cannot be."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on connections
+    # accepted from a socket that says it is TCP; without it every small answer waits ~40 ms
+    # for a delayed acknowledgement.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
