@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.types import CallToolResult
 
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
@@ -39,6 +40,12 @@ from voicegate.store.memory import MemoryStore
 from voicegate.web.app import Assembly, build_app
 
 TOKEN = "test-bearer-token-0123456789"
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    """A tool result's structured content, which every gate answer carries."""
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
 
 
 @dataclass

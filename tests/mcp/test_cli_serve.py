@@ -13,18 +13,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult
 
 from tests.conftest import ROOT
 from tests.device.kit import SigningDevice
-from tests.mcp.harness import TOKEN, agent_at
+from tests.mcp.harness import TOKEN, agent_at, data
 from voicegate.cli import build_parser, main
 from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError
@@ -45,11 +43,6 @@ from voicegate.store.memory import MemoryStore
 from voicegate.web.app import Assembly, build_app
 
 PYTHON = sys.executable
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
 
 
 def free_port() -> int:

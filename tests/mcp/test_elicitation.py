@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
-    CallToolResult,
     ElicitRequestParams,
     ElicitRequestURLParams,
     ElicitResult,
     InputRequiredResult,
 )
 
-from tests.mcp.harness import serve, tap_in_process
+from tests.mcp.harness import data, serve, tap_in_process
 from voicegate.mcp.policy import Policy
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

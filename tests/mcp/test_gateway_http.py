@@ -7,19 +7,13 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp.types import CallToolResult
 
-from tests.mcp.harness import TOKEN, Phone, serve, tap_in_process
+from tests.mcp.harness import TOKEN, Phone, data, serve, tap_in_process
 from voicegate.errors import StoreUnavailable
 from voicegate.gate.types import Risk
 from voicegate.mcp.policy import Mode, Policy
 
 DEFAULT = Policy(reads=("crash",), high_risk=("delete_*",))
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from mcp.types import CallToolResult
-
-from tests.mcp.harness import serve, tap_in_process
+from tests.mcp.harness import data, serve, tap_in_process
 from voicegate.mcp.policy import Policy
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
 
 
 async def test_high_risk_write_reaches_the_final_stage_before_it_runs(tmp_path: Path) -> None:
