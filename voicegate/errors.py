@@ -23,9 +23,11 @@ class VoicegateError(Exception):
 class Refused(VoicegateError):
     """A named check failed; ``reason`` says which, ``next_step`` what to do about it."""
 
-    def __init__(self, reason: Reason, detail: str = "") -> None:
+    def __init__(self, reason: Reason, detail: str = "", *, pending_id: str | None = None) -> None:
         self.reason = reason
         self.detail = detail
+        # The set the caller can ask about, where there is one (a write that ran unrecorded).
+        self.pending_id = pending_id
         super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
 
     @property

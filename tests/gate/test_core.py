@@ -9,7 +9,7 @@ import pytest
 
 from voicegate.clock import ManualClock
 from voicegate.errors import Refused, StoreUnavailable, TokenRefused
-from voicegate.gate.backlog import Backlog
+from voicegate.gate.backlog import Backlog, Job
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import DeviceKind, Modality, Risk, Stage, Status
@@ -569,6 +569,67 @@ async def test_a_token_run_whose_receipt_the_store_refuses_is_unrecorded_then_wr
     with pytest.raises(Refused) as replayed:
         await gate.run_confirmed("u1", request, mode="token", spend_key="jti:1", spend_until=1e12)
     assert replayed.value.reason is Reason.ALREADY_USED and len(upstream.calls) == 1
+    assert refused.value.pending_id == receipt.pending_id  # the agent can ask about it
+
+
+async def test_an_outcome_held_through_a_long_outage_never_overwrites_another_settlement(
+    store, clock, upstream
+):
+    gate = retrying_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    outage = Outage(store.receipts, "append")
+    outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
+    assert outcome.reason is Reason.OUTCOME_UNRECORDED and len(upstream.calls) == 1
+    # The outage outlasts the lease: another replica settles the set before this one retries.
+    clock.advance(3600)
+    outage.down = False
+    replica = make_gate(store, clock, upstream)
+    replica.receipt_keys = gate.receipt_keys
+    assert await replica.settle_interrupted(grace=600) == 1
+    await gate.backlog.wait()
+    [receipt] = await gate.receipts("u1")
+    settled = await store.pending.get(pending.id)
+    assert settled is not None and settled.status is Status.UNKNOWN
+    assert settled.receipt_id == receipt.id and receipt.error == MAY_HAVE_RUN
+    assert len(upstream.calls) == 1
+
+
+async def test_a_settlement_whose_receipt_the_store_lost_is_written_by_the_next_one(
+    store, clock, upstream
+):
+    gate = make_gate(store, clock, upstream)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    claimed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
+    assert await store.pending.swap(pending, claimed)
+    outage = Outage(store.receipts, "append")
+    with pytest.raises(StoreUnavailable):
+        await gate.settle_interrupted()
+    closed = await store.pending.get(pending.id)
+    assert closed is not None and closed.status is Status.FAILED and closed.receipt_id
+    assert await gate.receipts("u1") == []
+    outage.down = False
+    assert await gate.settle_interrupted() == 1
+    [receipt] = await gate.receipts("u1")
+    assert receipt.id == closed.receipt_id and receipt.outcome == "not_run"
+    assert receipt.error == NEVER_RAN and verify_chain([receipt], gate.receipt_keys) == []
+    assert await gate.settle_interrupted() == 0 and not upstream.calls
+
+
+async def test_a_backlog_job_that_fails_for_good_is_dropped_and_the_rest_are_written():
+    backlog = Backlog(delays=(0.0,))
+    written: list[str] = []
+
+    async def broken() -> None:
+        raise ValueError("receipt u1#3 exists")
+
+    async def fine() -> None:
+        written.append("p2")
+
+    backlog.add(Job("p1", broken))
+    backlog.add(Job("p2", fine))
+    await backlog.wait()
+    assert written == ["p2"] and len(backlog) == 0
 
 
 class Stopped(BaseException):

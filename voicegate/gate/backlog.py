@@ -72,12 +72,17 @@ class Backlog:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._retry())
 
-    async def flush(self) -> int:
+    async def flush(self, *, wait: bool = True) -> int:
         """Run every job the store takes now, oldest first; how many were written.
 
         Stops at the first ``StoreUnavailable``: the store is still down, the rest can wait.
-        One flush at a time, so that a job is never written twice at once.
+        One flush at a time, so that a job is never written twice at once; with ``wait`` False
+        a flush already running is left to finish alone. A job that fails any other way can
+        never succeed: it is dropped with its error logged, and its set, still ``executing``,
+        is recorded by settlement.
         """
+        if not wait and self._lock.locked():
+            return 0
         written = 0
         async with self._lock:
             for pending_id, job in list(self._jobs.items()):
@@ -86,6 +91,12 @@ class Backlog:
                 except StoreUnavailable as exc:
                     logger.info("%d outcomes still unrecorded: %s", len(self._jobs), exc)
                     break
+                except Exception:  # the boundary: one broken job must not stop the others
+                    logger.exception(
+                        "outcome of %s could not be written; settlement records it", pending_id
+                    )
+                    self._jobs.pop(pending_id, None)
+                    continue
                 self._jobs.pop(pending_id, None)
                 written += 1
         return written

@@ -191,7 +191,8 @@ class Gate:
         """
         job = self.backlog.get(pending_id)
         if job is not None:
-            await self.backlog.flush()
+            # A poll tries the store once, but never queues behind the retry loop.
+            await self.backlog.flush(wait=False)
             if self.backlog.get(pending_id) is job and job.view is not None:
                 return job.view
         pending = await self._get(pending_id)
@@ -369,7 +370,9 @@ class Gate:
         )
         _, receipt = await self._write_outcome(claim, draft)
         if receipt is None:
-            raise Refused(Reason.OUTCOME_UNRECORDED, f"receipt {draft.id} follows")
+            raise Refused(
+                Reason.OUTCOME_UNRECORDED, f"receipt {draft.id} follows", pending_id=claim.id
+            )
         return receipt
 
     async def run_delegated(self, user: str, request: ActionRequest) -> Receipt:
@@ -392,7 +395,7 @@ class Gate:
         if it was spent already the write may have run (``MAY_HAVE_RUN``, status ``unknown``).
         """
         await self.backlog.flush()
-        settled = 0
+        settled = await self._repair_settled()
         now = self.clock()
         cutoff = now - grace
         for pending in await self.store.pending.list_by_status(Status.EXECUTING.value):
@@ -415,27 +418,50 @@ class Gate:
         return settled
 
     async def _settle(self, pending: PendingSet, *, may_have_run: bool) -> bool:
-        """Close an ``executing`` set nobody will finish, with a receipt; False if it moved."""
+        """Close an ``executing`` set nobody will finish, with a receipt; False if it moved.
+
+        The set is closed first, naming its receipt, so two settlers never both write one; the
+        receipt follows. A store lost between the two leaves a closed set whose receipt is
+        missing, which ``_repair_settled`` writes on the next settlement.
+        """
         if may_have_run:
-            status, outcome, error = Status.UNKNOWN, "unknown", MAY_HAVE_RUN
+            status, error = Status.UNKNOWN, MAY_HAVE_RUN
         else:
-            status, outcome, error = Status.FAILED, "not_run", NEVER_RAN
-        closed = pending.replace(status=status, error=error)
+            status, error = Status.FAILED, NEVER_RAN
+        receipt_id = _new_receipt_id()
+        closed = pending.replace(status=status, error=error, receipt_id=receipt_id)
         if not await self.store.pending.swap(pending, closed):
             return False
+        await self._append(self._settled_draft(closed))
+        return True
+
+    def _settled_draft(self, closed: PendingSet) -> Receipt:
+        """The receipt a settled set names: everything in it comes from the set itself."""
+        assert closed.receipt_id is not None
+        outcome = "unknown" if closed.status is Status.UNKNOWN else "not_run"
         draft = self._draft(
-            pending,
+            closed,
             outcome=outcome,
-            decided_at=pending.decided_at or pending.created_at,
+            decided_at=closed.decided_at or closed.created_at,
             executed_at=None,
             checks=(),
             evidence=None,
             result=None,
-            error=error,
+            error=closed.error,
         )
-        receipt = await self._append(draft)
-        await self._swap_eventually(closed, receipt_id=receipt.id)
-        return True
+        return dataclasses.replace(draft, id=closed.receipt_id)
+
+    async def _repair_settled(self) -> int:
+        """Write the receipt of every settled set whose receipt the store lost on the way."""
+        repaired = 0
+        for status, error in ((Status.FAILED, NEVER_RAN), (Status.UNKNOWN, MAY_HAVE_RUN)):
+            for pending in await self.store.pending.list_by_status(status.value):
+                if pending.error != error or pending.receipt_id is None:
+                    continue
+                if await self.store.receipts.get(pending.receipt_id) is None:
+                    await self._append(self._settled_draft(pending))
+                    repaired += 1
+        return repaired
 
     async def _receipt_of(self, pending: PendingSet) -> Receipt | None:
         """The receipt a release of ``pending`` already wrote, if any."""
@@ -625,7 +651,21 @@ class Gate:
             return view, receipt
 
     async def _write_again(self, claimed: PendingSet, draft: Receipt) -> None:
-        """The backlog's retry: the receipt unless it got in before, then the record."""
+        """The backlog's retry: the receipt unless it got in before, then the record.
+
+        A set that another replica settled meanwhile (the outage outlasted the lease) keeps
+        that settlement and its one receipt: this outcome is logged, not written over it.
+        """
+        current = await self.store.pending.get(claimed.id)
+        if current is None or current.version != claimed.version:
+            logger.warning(
+                "%s ran (%s) but was settled elsewhere while the store was away; receipt %s "
+                "not written",
+                claimed.id,
+                draft.outcome,
+                draft.id,
+            )
+            return
         receipt = await self.store.receipts.get(draft.id)
         if receipt is None:
             receipt = await self._append(draft)
@@ -671,7 +711,7 @@ class Gate:
         assert pending.chosen is not None
         action = pending.actions[pending.chosen - 1]
         return Receipt(
-            id="rcpt_" + secrets.token_urlsafe(12),
+            id=_new_receipt_id(),
             user=pending.user,
             seq=0,
             prev_digest="",
@@ -729,7 +769,11 @@ class Gate:
         raise Refused(Reason.BUSY, "the set kept changing while it was being closed")
 
     async def _swap_eventually(self, current: PendingSet, **changes: Any) -> PendingSet:
-        """Record changes on a set this process has claimed; only ``extend`` can race it."""
+        """Record changes on a set this process holds, retrying over version-only changes.
+
+        A set that moved to another status, or names another receipt, was settled by someone
+        else: that stands, and is returned unchanged.
+        """
         for _ in range(SWAP_ATTEMPTS):
             updated = current.replace(**changes)
             if await self.store.pending.swap(current, updated):
@@ -737,6 +781,9 @@ class Gate:
             latest = await self.store.pending.get(current.id)
             if latest is None:
                 break
+            if (latest.status, latest.receipt_id) != (current.status, current.receipt_id):
+                logger.warning("%s was settled elsewhere; its record is kept", current.id)
+                return latest
             current = latest
         return current
 
@@ -786,6 +833,10 @@ def _unrecorded(claimed: PendingSet, draft: Receipt, receipt: Receipt | None) ->
         error=error,
         receipt_id=receipt.id if receipt is not None else None,
     )
+
+
+def _new_receipt_id() -> str:
+    return "rcpt_" + secrets.token_urlsafe(12)
 
 
 def _spend_key(pending: PendingSet) -> str:

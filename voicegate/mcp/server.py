@@ -182,7 +182,7 @@ class GatedTools:
             return _refusal(Reason.LEDGER_UNAVAILABLE)
         except Refused as exc:
             self.events.refused(exc.reason, edge="mcp", tool=name)
-            return _refusal(exc.reason)
+            return _refusal(exc.reason, pending_id=exc.pending_id)
 
     async def _write(
         self, ctx: ServerRequestContext[Any], kind: Classification, arguments: dict[str, Any]
@@ -412,13 +412,14 @@ def _reply(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     )
 
 
-def _refusal(reason: Reason) -> CallToolResult:
-    # A write that ran while the store was down was not refused: say so in the status too.
+def _refusal(reason: Reason, *, pending_id: str | None = None) -> CallToolResult:
+    # A write that ran while the store was down was not refused: say so in the status too, and
+    # name the set whose pending_status will show its result.
     status = "ran_unrecorded" if reason is Reason.OUTCOME_UNRECORDED else "refused"
-    return _reply(
-        {"status": status, "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")},
-        error=True,
-    )
+    answer = {"status": status, "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")}
+    if pending_id is not None:
+        answer["pending_id"] = pending_id
+    return _reply(answer, error=True)
 
 
 def _from_receipt(receipt: Receipt) -> CallToolResult:

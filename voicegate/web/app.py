@@ -9,6 +9,7 @@ name collision), settles writes a crash interrupted, and runs the MCP session ma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import time
@@ -45,6 +46,8 @@ from voicegate.tokens import TokenCodec
 from voicegate.web.approve import approve_router
 
 logger = logging.getLogger(__name__)
+# Seconds a stopping server spends on a last try at outcomes the store did not take.
+SHUTDOWN_FLUSH_S = 5.0
 
 # Twice the largest arguments canonical hashing accepts (1 MiB): a bigger tools/call could never
 # be approved, and the MCP SDK would otherwise read any body whole into memory.
@@ -143,7 +146,10 @@ def build_app(
                     yield
             finally:
                 tidy.cancel()
-                # Outcomes still unrecorded stay ``executing``; the next start settles them.
+                # One last try at outcomes still unrecorded; what the store still refuses stays
+                # ``executing`` and the next start settles it.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gate.backlog.flush(), timeout=SHUTDOWN_FLUSH_S)
                 gate.backlog.close()
 
     app = FastAPI(title="voicegate", lifespan=lifespan, docs_url=None, redoc_url=None)
