@@ -12,7 +12,7 @@ from voicegate.errors import Refused, StoreUnavailable, TokenRefused
 from voicegate.gate.backlog import Backlog, Job
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import DeviceKind, Modality, Risk, Stage, Status
+from voicegate.gate.types import DeviceKind, Modality, PendingSet, Risk, Stage, Status
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
@@ -341,13 +341,19 @@ async def test_a_store_lost_while_spending_the_nonce_reopens_the_set_when_it_ret
     assert len(upstream.calls) == 1
 
 
+async def left_executing(gate: Gate, clock: ManualClock) -> PendingSet:
+    """A one-card set claimed for release (``executing``) by a process that then went away."""
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    claimed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
+    assert await gate.store.pending.swap(pending, claimed)
+    return claimed
+
+
 async def test_a_set_interrupted_before_its_nonce_was_spent_settles_as_never_ran(
     store, clock, upstream
 ):
     gate = make_gate(store, clock, upstream)
-    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    crashed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
-    assert await store.pending.swap(pending, crashed)
+    pending = await left_executing(gate, clock)
     assert await gate.settle_interrupted() == 1
     settled = await gate.status(pending.id)
     assert settled.status is Status.FAILED and settled.error == NEVER_RAN
@@ -362,9 +368,7 @@ async def test_a_set_interrupted_after_its_nonce_was_spent_settles_as_may_have_r
     store, clock, upstream
 ):
     gate = make_gate(store, clock, upstream)
-    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    crashed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
-    assert await store.pending.swap(pending, crashed)
+    pending = await left_executing(gate, clock)
     assert await store.ledger.consume("nonce:" + pending.nonce, expires_at=1e12)
     assert await gate.settle_interrupted() == 1
     settled = await gate.status(pending.id)
@@ -377,9 +381,7 @@ async def test_a_set_settled_after_its_key_could_be_pruned_never_claims_nothing_
     store, clock, upstream
 ):
     gate = make_gate(store, clock, upstream)
-    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    crashed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
-    assert await store.pending.swap(pending, crashed)
+    pending = await left_executing(gate, clock)
     clock.advance(pending.ttl + 2 * 3600)
     assert await gate.settle_interrupted() == 1
     assert (await gate.status(pending.id)).error == MAY_HAVE_RUN
@@ -450,9 +452,7 @@ async def test_settling_with_a_grace_leaves_a_release_another_replica_is_running
     store, clock, upstream
 ):
     gate = make_gate(store, clock, upstream)
-    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    running = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
-    assert await store.pending.swap(pending, running)
+    pending = await left_executing(gate, clock)
     clock.advance(60)
     assert await gate.settle_interrupted(grace=600) == 0
     assert (await gate.status(pending.id)).status is Status.EXECUTING
@@ -599,9 +599,7 @@ async def test_a_settlement_whose_receipt_the_store_lost_is_written_by_the_next_
     store, clock, upstream
 ):
     gate = make_gate(store, clock, upstream)
-    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    claimed = pending.replace(status=Status.EXECUTING, chosen=1, decided_at=clock())
-    assert await store.pending.swap(pending, claimed)
+    pending = await left_executing(gate, clock)
     outage = Outage(store.receipts, "append")
     with pytest.raises(StoreUnavailable):
         await gate.settle_interrupted()
