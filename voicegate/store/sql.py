@@ -320,10 +320,16 @@ class SqlReceipts:
     async def _append(
         self, tx: Statements, user: str, make: Callable[[int, str], Receipt], keys: KeyRing
     ) -> Receipt:
-        roster = _roster(await tx.rows(_ROSTER_QUERY))
-        if roster is not None and roster.users == LEGACY:
-            roster = await _adopt(tx, keys)
-        found = await tx.rows("SELECT seq, digest FROM vg_receipt_heads WHERE user_id = ?", (user,))
+        head_query = "SELECT seq, digest FROM vg_receipt_heads WHERE user_id = ?"
+        found = await tx.rows(head_query, (user,))
+        roster: Roster | None = None
+        if not found:
+            # Only an append without a head needs the roster: to count a new user, or to adopt
+            # an older database, whose chains have no heads yet.
+            roster = _roster(await tx.rows(_ROSTER_QUERY))
+            if roster is not None and roster.users == LEGACY:
+                roster = await _adopt(tx, keys)
+                found = await tx.rows(head_query, (user,))
         if found:
             seq, prev = int(found[0][0]) + 1, str(found[0][1])
         else:  # a new user, or one whose head was deleted: go on after what is left

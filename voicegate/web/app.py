@@ -176,7 +176,7 @@ class BearerGate:
 
     def __init__(self, app: ASGIApp, token: Secret) -> None:
         self.app = app
-        self._expected = b"Bearer " + token.reveal()
+        self._tokens = (token,)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._authorised(scope):
@@ -190,7 +190,17 @@ class BearerGate:
             if name == b"authorization":
                 given = value
                 break
-        return hmac.compare_digest(given, self._expected)
+        return _bearer_ok(given, self._tokens)
+
+
+def _bearer_ok(given: bytes, tokens: tuple[Secret, ...]) -> bool:
+    """Whether ``given`` (an Authorization header) carries one of ``tokens``.
+
+    Every token is compared in constant time, so the time taken says nothing about which one
+    came close.
+    """
+    matches = [hmac.compare_digest(given, b"Bearer " + token.reveal()) for token in tokens]
+    return any(matches)
 
 
 def _unauthorised() -> JSONResponse:
@@ -227,16 +237,13 @@ def _health(assembly: Assembly) -> APIRouter:
 
 def _metrics(events: Events, tokens: tuple[Secret, ...]) -> APIRouter:
     router = APIRouter()
-    expected = [b"Bearer " + t.reveal() for t in tokens]
 
     # Aggregate counts only: every label is a reason code, a kind or an edge name, never an id.
     @router.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
         """This app's metrics in the Prometheus text format (``tokens``: who may read them)."""
         given = request.headers.get("authorization", "").encode("latin-1")
-        # Every token compared, so the time taken says nothing about which one came close.
-        matches = [hmac.compare_digest(given, e) for e in expected]
-        if expected and not any(matches):
+        if tokens and not _bearer_ok(given, tokens):
             return _unauthorised()
         return Response(events.render(), media_type=CONTENT_TYPE)
 
