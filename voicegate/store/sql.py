@@ -433,14 +433,10 @@ async def _count_user(tx: Statements, roster: Roster | None, keys: KeyRing) -> N
             " VALUES (1, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
             (new.users, new.adopted, new.key_id, new.signature),
         )
+        if not changed:
+            raise _LostRace
     else:
-        changed = await tx.rows(
-            "UPDATE vg_receipt_roster SET users = ?, adopted = ?, key_id = ?, signature = ?"
-            " WHERE id = 1 AND users = ? RETURNING 1",
-            (new.users, new.adopted, new.key_id, new.signature, users),
-        )
-    if not changed:
-        raise _LostRace
+        await _swap_roster(tx, new, was=users)
 
 
 async def _adopt(tx: Statements, keys: KeyRing) -> Roster:
@@ -454,14 +450,19 @@ async def _adopt(tx: Statements, keys: KeyRing) -> Roster:
         if not await _insert_head(tx, sign_head(ChainHead(user, int(seq), digest), keys)):
             raise _LostRace
     roster = sign_roster(Roster(len(found), len(found)), keys)
+    await _swap_roster(tx, roster, was=LEGACY)
+    return roster
+
+
+async def _swap_roster(tx: Statements, new: Roster, *, was: int) -> None:
+    """Replace the roster that counts ``was`` users with ``new``; ``_LostRace`` if it moved."""
     changed = await tx.rows(
         "UPDATE vg_receipt_roster SET users = ?, adopted = ?, key_id = ?, signature = ?"
         " WHERE id = 1 AND users = ? RETURNING 1",
-        (roster.users, roster.adopted, roster.key_id, roster.signature, LEGACY),
+        (new.users, new.adopted, new.key_id, new.signature, was),
     )
     if not changed:
         raise _LostRace
-    return roster
 
 
 class SqlStore:
