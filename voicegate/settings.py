@@ -161,6 +161,14 @@ def lease_from(env: Mapping[str, str] = os.environ) -> float:
         raise ConfigError(f"{LEASE_ENV} must be a number of seconds, not {raw!r}") from exc
 
 
+def key_file(db: str) -> Path | None:
+    """Where a SQLite store's signing keys live (``<db>.keys``); None for any other store."""
+    db = db.strip()
+    if db in ("", "memory", "memory:") or "://" in db.removeprefix("sqlite:"):
+        return None
+    return Path(db.removeprefix("sqlite:///") + ".keys")
+
+
 def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
     """The signing ring: ``VOICEGATE_SECRET_KEYS`` if set, else a key file beside a SQLite file.
 
@@ -168,9 +176,9 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
     of a one-machine gate. Replicas on PostgreSQL share the ring through the environment.
     """
     ring = keys_from_env(env)
-    if ring is not None or db in ("", "memory", "memory:") or "://" in db.removeprefix("sqlite:"):
+    path = key_file(db)
+    if ring is not None or path is None:
         return ring
-    path = Path(db.removeprefix("sqlite:///") + ".keys")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

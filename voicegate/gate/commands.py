@@ -31,7 +31,7 @@ from voicegate.gate.receipts import (
 )
 from voicegate.gate.types import Receipt, Status, to_dict
 from voicegate.secrets import KeyRing
-from voicegate.settings import keys_from_env
+from voicegate.settings import key_file, keys_from_env
 from voicegate.store import MemoryStore, PostgresStore, SqliteStore, store_for
 from voicegate.store.base import Store
 
@@ -122,10 +122,9 @@ def existing_keys(db: str) -> KeyRing:
     ring = keys_from_env()
     if ring is not None:
         return ring
-    store = store_for(db)
-    if not isinstance(store, SqliteStore):
+    path = key_file(db)
+    if path is None:
         raise Unusable("no signing keys: set VOICEGATE_SECRET_KEYS")
-    path = Path(f"{store.runner.path}.keys")
     if not path.exists():
         raise Unusable(f"no key file {path}: set VOICEGATE_SECRET_KEYS to the gate's keys")
     try:
