@@ -57,6 +57,18 @@ async def test_spoken_card_number_with_agreeing_scores_chooses_that_card() -> No
     assert await decide(heard("Two.")) == Decision(Kind.CHOOSE, card=2)
 
 
+async def test_with_one_card_one_and_yes_do_not_count_against_each_other() -> None:
+    close = (("yes", -1.0), ("one", -1.5), ("no", -7.0), ("cancel", -9.0))
+    assert await decide(heard("Yes.", close), cards=1) == Decision(Kind.CONFIRM)
+    assert await decide(heard("One.", close), cards=1) == Decision(Kind.CONFIRM)
+    # With two cards "yes" alone is ambiguous: a close "yes" leaves "one" unclear.
+    assert (await decide(heard("One.", close), cards=2)).reason == Reason.UNCLEAR
+    # The merge never outvotes a refusal the scores favour.
+    assert (await decide(heard("Yes.", (("no", -1.0), ("yes", -2.0))), cards=1)).reason == (
+        Reason.UNCLEAR
+    )
+
+
 async def test_a_sound_alike_to_is_refused_even_when_the_scores_say_two() -> None:
     decision = await decide(heard("to"))
     assert decision.kind is Kind.REFUSE and decision.reason is Reason.SOUND_ALIKE

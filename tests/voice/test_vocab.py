@@ -56,6 +56,12 @@ def test_grammar_choice_below_the_floor_is_unclear() -> None:
     assert check(TWO, scores(-9.0, -15.0), "Two.", POLICY).decision == UNCLEAR
 
 
+def test_a_weak_winner_with_a_clear_lead_is_unclear_by_default() -> None:
+    # A spoken "not two" heard as ".2": "two" at -6.5 led every other card by 1.7.
+    assert check(TWO, scores(-6.5, -8.2), ".2", DEFAULT_POLICY).decision == UNCLEAR
+    assert check(TWO, scores(-4.5, -8.2), "2", DEFAULT_POLICY).decision == TWO
+
+
 def test_grammar_choice_without_scores_is_unclear() -> None:
     assert check(TWO, [], "Two.", POLICY).decision == UNCLEAR
 

@@ -172,9 +172,15 @@ class VoicePipeline:
             verdict = vocab.Verdict(Decision(Kind.REFUSE, reason=hearing.refusal), None, 0.0, "")
         else:
             grammar = consent.decide(hearing.text, cards, stage, card_words)
+            scored = scored_readings(readings, hearing.scores)
+            if cards == 1 and stage is Stage.CHOOSE:
+                # "one" and "yes" release the same card: they must not count against each other.
+                grammar = vocab.one_card(grammar)
+                same = vocab.one_card
+                scored = [dataclasses.replace(s, decision=same(s.decision)) for s in scored]
             verdict = vocab.check(
                 grammar,
-                scored_readings(readings, hearing.scores),
+                scored,
                 hearing.text,
                 self._policy_for(stage),
                 confidence=hearing.avg_logprob,

@@ -76,7 +76,10 @@ class Policy:
     # release at margins 1.0-3.0; 1.5 keeps a little room. Runs: docs/voice.md "Recogniser".
     margin: float = 1.5
     hallucination_margin: float = 3.0
-    floor: float = -8.0
+    # The winner's own score (a probability of about 0.7 % for the whole reading). It was -8.0
+    # until the lead-in: then a spoken "not two" heard as ".2" had "two" at -6.5 leading "one" by
+    # 1.7. No right answer of 240 FSDD takes scored under -4.6 (docs/voice.md).
+    floor: float = -5.0
     # The rescue of a short unreadable transcript by scores alone. Chosen on FSDD takes 0-11 of
     # "one".."five" and 0-5 of the other digits; checked on takes 25-34 / 25-29 (docs/voice.md).
     rescue_margin: float = 2.0
@@ -105,6 +108,11 @@ class Verdict:
     margin: float
     # "passed", "agreed", "misheard", "hallucination", "rescued", "unclear", "unsure", "no_scores"
     rule: str
+
+
+def one_card(decision: Decision) -> Decision:
+    """With one card open, choosing card 1 and yes release the same action: one decision."""
+    return Decision(Kind.CONFIRM) if decision == _choose(1) else decision
 
 
 def standings(scored: Sequence[Scored]) -> tuple[Scored | None, float]:
