@@ -67,7 +67,8 @@ def test_each_reading_decides_to_its_own_decision(lang: str, cards: int, stage: 
 @pytest.mark.parametrize("cards", [1, 3, 5])
 @pytest.mark.parametrize("lang", LANGS)
 def test_readings_stay_short(lang: str, cards: int, stage: Stage) -> None:
-    assert 5 <= len(readings(cards, stage, (lang,))) <= 30
+    # Each reading is one forced sequence to score: about 2.5 ms each on 2 CPU cores.
+    assert 5 <= len(readings(cards, stage, (lang,))) <= 32
 
 
 @pytest.mark.parametrize("cards", [1, 2, 3, 4, 5])
