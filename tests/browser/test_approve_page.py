@@ -147,7 +147,7 @@ def voice_pipeline(store: Any) -> Any:
     try:
         from voicegate.voice.fingerprint import ReplayGuard
         from voicegate.voice.pipeline import VoicePipeline
-        from voicegate.voice.transcribe import FasterWhisperTranscriber
+        from voicegate.voice.whisper import FasterWhisperTranscriber
 
         transcriber = FasterWhisperTranscriber("tiny.en", device="cpu")
     except (ImportError, OSError, ValueError, RuntimeError):

@@ -26,9 +26,10 @@ from voicegate.services import Services
 from voicegate.settings import ServerConfig
 from voicegate.store import open_store
 from voicegate.store.base import Store
+from voicegate.voice.decision import Calibration
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
-from voicegate.voice.transcribe import Hearing, Utterance
+from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 from voicegate.web.app import Assembly, build_app
 
 TOKEN = "security-suite-bearer-token-0123456789"
@@ -42,6 +43,7 @@ class Deaf:
 
     recogniser: str = "fake"
     model: str = "fake"
+    calibration: Calibration = FakeTranscriber.calibration
     calls: list[Utterance] = field(default_factory=list)
 
     def transcribe(
@@ -71,6 +73,7 @@ class Eager(Deaf):
                 0.01,
                 -0.1,
                 scores=tuple((c, -0.1 if c == "yes" else -30.0) for c in u.candidates),
+                hypotheses=(Heard("Yes.", "en", -0.1, "yes"),),
             )
             for u in utterances
         ]

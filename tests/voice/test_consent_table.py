@@ -67,8 +67,8 @@ def test_each_reading_decides_to_its_own_decision(lang: str, cards: int, stage: 
 @pytest.mark.parametrize("cards", [1, 3, 5])
 @pytest.mark.parametrize("lang", LANGS)
 def test_readings_stay_short(lang: str, cards: int, stage: Stage) -> None:
-    # Each reading is one forced sequence to score: about 2.5 ms each on 2 CPU cores.
-    assert 5 <= len(readings(cards, stage, (lang,))) <= 32
+    # Each reading is one forced sequence to score: about 5 ms each on 2 CPU cores.
+    assert 5 <= len(readings(cards, stage, (lang,))) <= 33
 
 
 @pytest.mark.parametrize("cards", [1, 2, 3, 4, 5])
@@ -102,7 +102,11 @@ def test_readings_of_several_languages_do_not_repeat_a_text() -> None:
     assert len(texts) == len(set(texts))
 
 
-def test_homophones_take_no_part_in_the_contest_and_near_misses_do() -> None:
-    competes = {r.text: r.competes for r in readings(5, Stage.CHOOSE, LANGS)}
-    assert not any(competes[text] for text in ("to", "for", "won", "do", "दो", "तो", "टू"))
-    assert all(competes[text] for text in ("two", "tooth", "tool", "true", "tree", "fife"))
+def test_homophone_readings_are_their_card_and_near_misses_refuse() -> None:
+    decided = {r.text: r.decision for r in readings(5, Stage.CHOOSE, LANGS)}
+    for text, card in (("to", 2), ("for", 4), ("won", 1)):
+        assert decided[text] == Decision(Kind.CHOOSE, card=card)
+    for text in ("tooth", "tool", "true", "tree", "fife", "do", "दो", "तो", "टू"):
+        assert decided[text].reason is Reason.SOUND_ALIKE
+    # "for" names card four: with three cards open it is no reading at all.
+    assert "for" not in {r.text for r in readings(3, Stage.CHOOSE, LANGS)}

@@ -192,3 +192,14 @@ def test_grammar_module_spells_no_lexicon_word() -> None:
 
 def test_default_lexicon_directory_holds_every_language() -> None:
     assert all((LEXICON_DIR / f"{lang}.yaml").is_file() for lang in LANGS)
+
+
+def test_lexicons_are_package_data_so_a_wheel_reads_them() -> None:
+    import tomllib
+
+    import voicegate
+
+    package = Path(voicegate.__file__).parent
+    assert package / "lexicons" == LEXICON_DIR
+    pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
+    assert "lexicons/*.yaml" in pyproject["tool"]["setuptools"]["package-data"]["voicegate"]

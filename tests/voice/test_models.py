@@ -66,3 +66,14 @@ def test_models_command_lists_every_known_model_as_json(
     listed = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in listed] == list(models.known())
     assert {m["status"] for m in listed} <= {"present", "not_assembled", "missing"}
+
+
+def test_an_installed_wheel_keeps_its_model_cache_in_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VOICEGATE_MODEL_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "REPO", tmp_path / "site-packages")
+    assert models.cache_dir() == tmp_path / "cache" / "voicegate" / "models"
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path / "mine"))
+    assert models.cache_dir() == tmp_path / "mine"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import threading
 from collections.abc import Sequence
@@ -15,9 +14,10 @@ from voicegate.errors import ModelError
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
+from voicegate.voice.decision import UNCALIBRATED, Calibration
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
-from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance
+from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 
 CLEAR_TWO = (("two", -0.8), ("the second one", -4.0), ("three", -7.0), ("cancel", -9.0))
 CLEAR_THREE = (("two", -7.0), ("three", -0.9), ("cancel", -9.0))
@@ -57,21 +57,31 @@ async def test_spoken_card_number_with_agreeing_scores_chooses_that_card() -> No
     assert await decide(heard("Two.")) == Decision(Kind.CHOOSE, card=2)
 
 
-async def test_with_one_card_one_and_yes_do_not_count_against_each_other() -> None:
-    close = (("yes", -1.0), ("one", -1.5), ("no", -7.0), ("cancel", -9.0))
+async def test_with_one_card_the_first_one_and_yes_are_one_decision() -> None:
+    close = (("yes", -1.0), ("the first one", -1.5), ("no", -7.0), ("cancel", -9.0))
     assert await decide(heard("Yes.", close), cards=1) == Decision(Kind.CONFIRM)
-    assert await decide(heard("One.", close), cards=1) == Decision(Kind.CONFIRM)
-    # With two cards "yes" alone is ambiguous: a close "yes" leaves "one" unclear.
-    assert (await decide(heard("One.", close), cards=2)).reason == Reason.UNCLEAR
-    # The merge never outvotes a refusal the scores favour.
+    assert await decide(heard("The first one.", close), cards=1) == Decision(Kind.CONFIRM)
+    # With two cards "yes" alone is ambiguous: a close "yes" leaves "the first one" unclear.
+    assert (await decide(heard("The first one.", close), cards=2)).reason == Reason.UNCLEAR
+    # A transcript that says yes, where the scores favour no, is unclear: neither.
     assert (await decide(heard("Yes.", (("no", -1.0), ("yes", -2.0))), cards=1)).reason == (
         Reason.UNCLEAR
     )
 
 
-async def test_a_sound_alike_to_is_refused_even_when_the_scores_say_two() -> None:
-    decision = await decide(heard("to"))
-    assert decision.kind is Kind.REFUSE and decision.reason is Reason.SOUND_ALIKE
+async def test_with_one_card_a_bare_one_is_no_yes() -> None:
+    clear = (("one", -0.2), ("yes", -6.0))
+    assert (await decide(heard("One.", clear), cards=1)).reason == Reason.NOT_UNDERSTOOD
+
+
+async def test_a_bare_to_chooses_card_two_when_card_two_is_open() -> None:
+    scores = (("two", -1.0), ("to", -1.2), ("three", -7.0))
+    assert await decide(heard("to", scores)) == Decision(Kind.CHOOSE, card=2)
+
+
+async def test_to_at_the_final_card_is_refused_as_a_number() -> None:
+    decision = await decide(heard("to", (("yes", -3.0),)), stage=Stage.FINAL, cards=1)
+    assert decision.reason is Reason.NUMBER_ON_FINAL
 
 
 async def test_transcript_and_scores_that_disagree_refuse_as_unclear() -> None:
@@ -208,15 +218,16 @@ async def test_a_narrow_yes_chooses_the_only_card_at_the_choose_stage() -> None:
     assert await decide(heard("Oh, yeah.", NARROW_YES), cards=1) == Decision(Kind.CONFIRM)
 
 
-async def test_the_same_narrow_yes_is_unclear_for_a_high_risk_final_yes() -> None:
-    decision = await decide(heard("Oh, yeah.", NARROW_YES), stage=Stage.FINAL, cards=1)
-    assert decision.kind is Kind.REFUSE and decision.reason is Reason.UNCLEAR
-
-
-async def test_an_unsure_recogniser_releases_nothing() -> None:
-    unsure = dataclasses.replace(heard("Two."), avg_logprob=-3.0)
-    result = await VoicePipeline(FakeTranscriber([unsure]), None).decide(
-        speech(), user="u", cards=3, stage=Stage.CHOOSE
-    )
+async def test_the_same_narrow_yes_is_unclear_under_a_stricter_final_threshold() -> None:
+    strict = Calibration(card=0.5, yes=0.95, support=5, source="test")
+    said = heard("Oh, yeah.", NARROW_YES, hypotheses=(Heard("Oh, yeah.", "en", -5.0),))
+    pipeline = VoicePipeline(FakeTranscriber([said]), None, calibrated=strict)
+    result = await pipeline.decide(speech(), user="u", cards=1, stage=Stage.FINAL)
     assert result.decision == Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
-    assert result.rule == "unsure"
+    assert result.rule == "unclear" and 0.5 < result.probability < 0.95
+
+
+async def test_an_uncalibrated_model_releases_nothing_by_voice() -> None:
+    pipeline = VoicePipeline(FakeTranscriber([heard("Two.")]), None, calibrated=UNCALIBRATED)
+    result = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
+    assert result.decision == Decision(Kind.REFUSE, reason=Reason.UNCLEAR)

@@ -51,6 +51,7 @@ class CountingTranscriber:
         self.inner = inner
         self.recogniser = inner.recogniser
         self.model = inner.model
+        self.calibration = inner.calibration
         self.batches: list[int] = []
 
     def transcribe(self, samples: Any, **kwargs: Any) -> Hearing:
@@ -137,7 +138,7 @@ async def voice_app(model: str, device: str) -> AsyncIterator[tuple[Harness, Rec
     from voicegate.settings import ServerConfig
     from voicegate.store import open_store
     from voicegate.voice.fingerprint import ReplayGuard
-    from voicegate.voice.transcribe import FasterWhisperTranscriber
+    from voicegate.voice.whisper import FasterWhisperTranscriber
     from voicegate.web.app import build_app
 
     with tempfile.TemporaryDirectory(prefix="voicegate-bench-") as folder:

@@ -16,7 +16,7 @@ from typing import Any
 
 from voicegate.eval.manifest import Case
 from voicegate.gate.types import Stage
-from voicegate.reasons import Kind
+from voicegate.reasons import Kind, Reason
 
 KINDS = tuple(k.value for k in Kind)
 
@@ -47,6 +47,11 @@ class Result:
     def false_release(self) -> bool:
         """A write ran that the case did not expect."""
         return self.write is not None and self.write != self.expected_write
+
+    @property
+    def throttled(self) -> bool:
+        """The server refused to hear the answer at all (``rate_limited``): no decision."""
+        return self.reason == Reason.RATE_LIMITED.value
 
     @property
     def actual(self) -> str:
@@ -105,6 +110,8 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
         "cases": len(results),
         "false_releases": sum(r.false_release for r in results),
         "correct": sum(r.correct for r in results),
+        # Answers the server never heard; they are neither right nor refused.
+        "throttled": sum(r.throttled for r in results),
         "by_class": _groups(results, "label"),
         "by_lang": _groups(results, "lang"),
         "latency_ms": {

@@ -37,6 +37,7 @@ from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.eval import report
 from voicegate.eval.manifest import Case, ManifestError, load
 from voicegate.gate.types import DeviceKind, Risk, Stage
+from voicegate.limits import RateLimits
 from voicegate.reasons import Kind, Reason
 from voicegate.settings import TOKEN_ENV
 
@@ -328,6 +329,8 @@ async def run_case(
 
 
 VoiceFactory = Callable[["Store"], Any]
+# Budgets no manifest reaches: the in-process eval decides every answer it uploads.
+UNTHROTTLED = RateLimits(10**9, 10**9, 10**9, 10**9)
 
 
 @contextlib.asynccontextmanager
@@ -335,7 +338,9 @@ async def in_process(make_voice: VoiceFactory) -> AsyncIterator[Harness]:
     """The real app around a memory store and the notes upstream, lifespan and all.
 
     ``make_voice(store)`` builds the voice pipeline over the app's own store, so the replay
-    guard remembers every upload of the run.
+    guard remembers every upload of the run. The eval measures decisions, so the voice and
+    answer budgets are lifted (``UNTHROTTLED``): a manifest of a hundred answers from one user
+    must not come back ``rate_limited``.
     """
     from voicegate.mcp.notes import build_notes_server
     from voicegate.mcp.policy import Policy
@@ -345,7 +350,7 @@ async def in_process(make_voice: VoiceFactory) -> AsyncIterator[Harness]:
     from voicegate.web.app import build_app
 
     store = await open_store("memory")
-    config = ServerConfig()
+    config = ServerConfig(rate_limits=UNTHROTTLED)
     app = build_app(
         config,
         upstream=UpstreamSpec.in_process(build_notes_server()),
@@ -431,7 +436,7 @@ async def _no_release(tool: str, arguments: Mapping[str, Any]) -> Any:
     raise RuntimeError(f"the eval never releases {tool}; the server does")
 
 
-def whisper_voice(model: str, langs: Sequence[str], device: str = "auto") -> VoiceFactory:
+def whisper_voice(model: str | None, langs: Sequence[str], device: str = "auto") -> VoiceFactory:
     """The server's own pipeline: faster-whisper from disk and the replay guard on the store."""
 
     def make(store: Store) -> VoicePipeline:
@@ -486,14 +491,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, help="run only the first N cases")
     parser.add_argument(
-        "--model", default="base", help="recogniser model (default: base; not with --url)"
+        "--case-lang",
+        action="append",
+        dest="case_langs",
+        metavar="LANG",
+        help="run only the cases of this manifest language (en, hi-Latn, hi-Deva, none; "
+        "repeat for several), e.g. the Hindi cases against a server with Hindi on",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="recogniser model, as voicegate serve chooses it: tiny.en for English alone, "
+        "base with Hindi (not with --url)",
     )
     parser.add_argument(
         "--lang",
         action="append",
         dest="langs",
         choices=["en", "hi"],
-        help="recogniser languages (default: en and hi; with --url the server's own)",
+        help="recogniser languages, repeat for several (default: en, as voicegate serve; "
+        "with --url the server's own)",
     )
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -587,6 +604,8 @@ def run(args: argparse.Namespace) -> int:
     except ManifestError as exc:
         print(f"{args.manifest}: {exc}", file=sys.stderr)
         return 2
+    if args.case_langs:
+        cases = [c for c in cases if c.lang in args.case_langs]
     if args.limit is not None:
         cases = cases[: args.limit]
     # One line per refused answer would bury the progress bar.
@@ -597,7 +616,7 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             async with remote(*server) as harness:
                 return await evaluate(cases, harness, progress=progress)
-        voice = whisper_voice(args.model, tuple(args.langs or ("en", "hi")), args.device)
+        voice = whisper_voice(args.model, tuple(args.langs or ("en",)), args.device)
         async with in_process(voice) as harness:
             return await evaluate(cases, harness, progress=progress)
 

@@ -51,9 +51,6 @@ class Reading:
     text: str
     lang: str
     decision: Decision
-    # False for a homophone of a number ("to" beside "two"): scores cannot tell them apart,
-    # so it takes no part in the closed-vocabulary contest.
-    competes: bool = True
 
 
 def refuse(reason: Reason) -> Decision:
@@ -107,6 +104,20 @@ def _meaning(content: list[Sense | None], cards: int, stage: Stage) -> Decision:
     if negation is not None:
         return negation
     numbers = {s.number for s in content if s is not None and s.word == Word.NUMBER}
+    alone = content[0] if len(content) == 1 else None
+    if cards == 1 and stage == Stage.CHOOSE and alone is not None and _bare_one(alone):
+        # One card asks yes or no. A bare "one" is no yes: "on", "won" and "one" are one sound,
+        # and a spoken "on" was heard "One." (docs/voice.md). "The first one" still chooses it.
+        return refuse(Reason.NOT_UNDERSTOOD)
+    # "to" alone sounds exactly like "two": on a set with a card two, it is card two.
+    if (
+        alone is not None
+        and alone.homophone
+        and stage == Stage.CHOOSE
+        and alone.number is not None
+        and 1 <= alone.number <= cards
+    ):
+        return Decision(Kind.CHOOSE, card=alone.number)
     if stage == Stage.FINAL and (numbers or Word.SOUND_ALIKE in words):
         return refuse(Reason.NUMBER_ON_FINAL)
     if Word.SOUND_ALIKE in words:
@@ -130,6 +141,12 @@ def _meaning(content: list[Sense | None], cards: int, stage: Stage) -> Decision:
     if stage == Stage.FINAL or cards == 1:
         return CONFIRM
     return refuse(Reason.AMBIGUOUS)
+
+
+def _bare_one(sense: Sense) -> bool:
+    """True for "one", "1" or "won" said alone, not inside a number pattern."""
+    bare = sense.word == Word.NUMBER and not sense.phrase
+    return sense.number == 1 and (bare or (sense.word == Word.SOUND_ALIKE and sense.homophone))
 
 
 def _negation(content: list[Sense | None]) -> Decision | None:
@@ -175,14 +192,14 @@ def _pattern(window: Sequence[str], vocab: Vocabulary) -> Sense | None:
         number: int | None = None
         for want, token in zip(pattern, window, strict=True):
             if want == SLOT_NUMBER:
-                number = vocab.cardinals.get(token, _digits(token))
+                number = vocab.cardinals.get(token, vocab.homophones.get(token, _digits(token)))
             elif want == SLOT_ORDINAL:
                 number = vocab.ordinals.get(token)
             elif want != token:
                 break
         else:
             if number is not None:
-                return Sense(Word.NUMBER, number)
+                return Sense(Word.NUMBER, number, phrase=True)
     return None
 
 
@@ -223,8 +240,8 @@ def _variant(token: str, vocab: Vocabulary) -> Sense | None:
 def readings(cards: int, stage: Stage, langs: Sequence[str] = ("en",)) -> list[Reading]:
     """The short canonical phrases for ``cards`` cards at ``stage``, with their decisions.
 
-    Refusing phrases (hedges, negations, sound-alikes of the card numbers) are included on
-    purpose, so a closed-vocabulary recogniser can tell when a refusal is the likelier reading.
+    Refusing phrases (hedges, negations, near misses of the card numbers) are included on
+    purpose, so the decision can tell when a refusal is the likelier reading.
     """
     seen: set[str] = set()
     result: list[Reading] = []
@@ -234,7 +251,7 @@ def readings(cards: int, stage: Stage, langs: Sequence[str] = ("en",)) -> list[R
             for text, decision in _expand(lexicon, group, cards, stage):
                 if text not in seen:
                     seen.add(text)
-                    result.append(Reading(text, lang, decision, group != "sound_alike"))
+                    result.append(Reading(text, lang, decision))
     return result
 
 
@@ -245,11 +262,18 @@ def _expand(
     templates: tuple[str, ...] = getattr(lexicon.readings, group)
     choosing = stage == Stage.CHOOSE
     for template in templates:
+        # On a single card a bare "one" is no answer (``_bare_one``); it still competes.
+        bare = refuse(Reason.NOT_UNDERSTOOD) if cards == 1 else None
         if group == "card" and choosing:
             for card in range(1, cards + 1):
                 text = _fill(template, card, lexicon)
                 if text is not None:
-                    yield text, Decision(Kind.CHOOSE, card=card)
+                    alone = template.strip() == SLOT_NUMBER
+                    yield text, (bare if alone and bare else Decision(Kind.CHOOSE, card=card))
+        elif group == "homophone" and choosing:
+            card = lexicon.sound_alikes.get(normalise(template), cards + 1)
+            if card <= cards:
+                yield template, bare or Decision(Kind.CHOOSE, card=card)
         elif group in ("sound_alike", "near_miss") and choosing:
             if lexicon.sound_alikes.get(normalise(template), cards + 1) <= cards:
                 yield template, refuse(Reason.SOUND_ALIKE)

@@ -1,4 +1,4 @@
-"""The consent lexicons: every word the grammar knows, loaded from ``lexicons/*.yaml`` and checked.
+"""The consent lexicons: every word the grammar knows, loaded from ``voicegate/lexicons/*.yaml``.
 
 A lexicon says what each phrase means; the grammar in ``consent.py`` only supplies structure.
 Loading refuses (``ConfigError``) any lexicon in which one phrase means two incompatible
@@ -22,7 +22,8 @@ from voicegate.errors import ConfigError
 from voicegate.voice.normalise import QUESTION_MARK, normalise
 
 LANGS: tuple[str, ...] = ("en", "hi-Latn", "hi-Deva")
-LEXICON_DIR = Path(__file__).resolve().parents[2] / "lexicons"
+# Package data, so a wheel install reads the same lexicons as a source checkout.
+LEXICON_DIR = Path(__file__).resolve().parents[1] / "lexicons"
 SLOT_NUMBER = "{n}"
 SLOT_ORDINAL = "{ordinal}"
 
@@ -47,6 +48,7 @@ READING_GROUPS = (
     "hedge",
     "negation",
     "question",
+    "homophone",
     "sound_alike",
     "near_miss",
 )
@@ -95,6 +97,11 @@ class Sense:
     word: Word
     number: int | None = None
     negates: Side | None = None
+    # A sound-alike that sounds exactly like its number ("to" for two); see ``Lexicon``.
+    homophone: bool = False
+    # A number said as an ordinal or in a pattern ("first", "number one"), not as a bare
+    # cardinal or digit ("one", "1").
+    phrase: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +115,9 @@ class Readings:
     hedge: tuple[str, ...] = ()
     negation: tuple[str, ...] = ()
     question: tuple[str, ...] = ()
-    # Homophones of a number ("to" for two): scores cannot tell them apart from the number.
+    # Homophones of a number ("to" for two): at the choose stage they are that card.
+    homophone: tuple[str, ...] = ()
+    # Sound-alikes that refuse however they are said ("do" alone in Hinglish).
     sound_alike: tuple[str, ...] = ()
     # Sound-alikes that do not sound the same ("tooth", "tree"): scored against the number.
     near_miss: tuple[str, ...] = ()
@@ -116,13 +125,19 @@ class Readings:
 
 @dataclass(frozen=True, slots=True)
 class Lexicon:
-    """One language's consent words, normalised."""
+    """One language's consent words, normalised.
+
+    ``homophones`` are the sound-alikes no listener can tell from their number ("to", "won"):
+    a whole answer of one of them chooses that card at the choose stage, and inside a number
+    pattern ("number to") it is the number. Every other sound-alike always refuses.
+    """
 
     lang: str
     lists: Mapping[str, frozenset[str]]
     cardinals: Mapping[str, int]
     ordinals: Mapping[str, int]
     sound_alikes: Mapping[str, int]
+    homophones: frozenset[str]
     patterns: tuple[tuple[str, ...], ...]
     readings: Readings
 
@@ -135,6 +150,7 @@ class Vocabulary:
     phrases: Mapping[str, Sense]
     cardinals: Mapping[str, int]
     ordinals: Mapping[str, int]
+    homophones: Mapping[str, int]
     patterns: tuple[tuple[str, ...], ...]
     longest: int
     fuzzy_targets: Mapping[str, Sense]
@@ -146,7 +162,14 @@ def parse(data: Any, lang: str) -> Lexicon:
     if not isinstance(data, Mapping):
         raise ConfigError(f"lexicon {lang}: expected a mapping at the top")
     # YAML reads a bare yes/no key as a boolean: quote it.
-    unknown = set(data) - {"lang", "numbers", "sound_alikes", "readings", *WORD_LISTS}
+    unknown = set(data) - {
+        "lang",
+        "numbers",
+        "sound_alikes",
+        "homophones",
+        "readings",
+        *WORD_LISTS,
+    }
     if unknown:
         raise ConfigError(f"lexicon {lang}: unknown keys {sorted(map(repr, unknown))}")
     lists = {name: _phrases(data, name, lang) for name in WORD_LISTS}
@@ -158,12 +181,17 @@ def parse(data: Any, lang: str) -> Lexicon:
         for name in NUMBER_MAPS
     }
     patterns = tuple(_pattern(p, lang) for p in _strings(numbers, "patterns", lang))
+    homophones = frozenset(normalise(p) for p in _strings(data, "homophones", lang))
+    if not homophones <= set(maps["sound_alikes"]):
+        strays = sorted(homophones - set(maps["sound_alikes"]))
+        raise ConfigError(f"lexicon {lang}: homophones {strays} are not sound_alikes")
     lexicon = Lexicon(
         lang=lang,
         lists=MappingProxyType(lists),
         cardinals=maps["cardinals"],
         ordinals=maps["ordinals"],
         sound_alikes=maps["sound_alikes"],
+        homophones=homophones,
         patterns=patterns,
         readings=_readings(data.get("readings", {}), lang),
     )
@@ -210,6 +238,10 @@ def merge(lexicons: Sequence[Lexicon]) -> Vocabulary:
             owner[phrase] = lexicon.lang
     cardinals = _merge_numbers([lx.cardinals for lx in lexicons], "cardinal")
     ordinals = _merge_numbers([lx.ordinals for lx in lexicons], "ordinal")
+    homophones = _merge_numbers(
+        [{p: n for p, n in lx.sound_alikes.items() if p in lx.homophones} for lx in lexicons],
+        "homophone",
+    )
     patterns = tuple(dict.fromkeys(p for lx in lexicons for p in lx.patterns))
     longest = max([len(p.split()) for p in phrases] + [len(p) for p in patterns] + [1])
     fuzzy_targets = {
@@ -226,6 +258,7 @@ def merge(lexicons: Sequence[Lexicon]) -> Vocabulary:
         phrases=MappingProxyType(phrases),
         cardinals=cardinals,
         ordinals=ordinals,
+        homophones=homophones,
         patterns=patterns,
         longest=longest,
         fuzzy_targets=MappingProxyType(fuzzy_targets),
@@ -255,11 +288,14 @@ def _senses(lexicon: Lexicon) -> dict[str, Sense]:
             side = Side.AFTER
         word = Word.CANCEL if phrase in lists["cancel"] else Word.NEGATOR
         senses[phrase] = Sense(word, negates=side)
-    for table in (lexicon.cardinals, lexicon.ordinals):
-        senses.update((phrase, Sense(Word.NUMBER, number)) for phrase, number in table.items())
+    for table, ordinal in ((lexicon.cardinals, False), (lexicon.ordinals, True)):
+        senses.update(
+            (phrase, Sense(Word.NUMBER, number, phrase=ordinal)) for phrase, number in table.items()
+        )
     # A sound-alike wins over a cardinal spelt the same: bare "do" never means two.
     senses.update(
-        (phrase, Sense(Word.SOUND_ALIKE, number)) for phrase, number in lexicon.sound_alikes.items()
+        (phrase, Sense(Word.SOUND_ALIKE, number, homophone=phrase in lexicon.homophones))
+        for phrase, number in lexicon.sound_alikes.items()
     )
     return senses
 

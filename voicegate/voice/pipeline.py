@@ -1,4 +1,4 @@
-"""One voice answer end to end: bytes → clip → replay check → hearing → grammar → closed vocabulary.
+"""One voice answer end to end: bytes → clip → replay check → hearing → grammar → decision.
 
 Audio refusals, a reused recording, a busy recogniser, no speech and every doubt of the grammar
 all come back as a ``REFUSE`` decision with its reason; only the recogniser's own failures raise.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import math
 import time
@@ -25,16 +24,14 @@ from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore
-from voicegate.voice import consent, vocab
+from voicegate.voice import consent, decision
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 
 # Whisper language -> the grammar's lexicons for it.
 LEXICONS: Mapping[str, tuple[str, ...]] = {"en": ("en",), "hi": ("hi-Deva", "hi-Latn")}
-
-
-# The lead the winning reading needs at the final stage (a high-risk action's second yes).
-FINAL_MARGIN = 3.0
+# A lexicon -> the Whisper language its readings are scored in.
+SPOKEN: Mapping[str, str] = {lex: lang for lang, lexes in LEXICONS.items() for lex in lexes}
 
 
 class Guard(Protocol):
@@ -58,17 +55,41 @@ class VoiceResult:
     model: str = ""
     language: str | None = None
     rule: str = ""
+    probability: float = 0.0
 
 
-def scored_readings(
-    readings: Sequence[consent.Reading], scores: Sequence[tuple[str, float]]
-) -> list[vocab.Scored]:
-    """Each reading with the recogniser's score for it (minus infinity when it has none)."""
-    by_text = dict(scores)
-    return [
-        vocab.Scored(r.text, r.decision, by_text.get(r.text, float("-inf")), r.competes)
+def hypotheses(
+    readings: Sequence[consent.Reading],
+    hearing: Hearing,
+    cards: int,
+    stage: Stage,
+    card_words: Sequence[str] = (),
+) -> list[decision.Hypothesis]:
+    """Every scored text of one hearing with what it decides: the readings, then the free ones.
+
+    With one card open, choosing card 1 and yes release the same action: they are one decision.
+    """
+    same = decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
+    scores = dict(hearing.scores)
+    # A free transcript spelt exactly like a reading is that reading, counted once.
+    covered = {h.reading for h in hearing.hypotheses if h.reading is not None}
+    out = [
+        decision.Hypothesis(
+            r.text, same(r.decision), scores.get(r.text, float("-inf")), SPOKEN.get(r.lang, "en")
+        )
         for r in readings
+        if r.text not in covered
     ]
+    ranks: dict[str, int] = {}
+    for heard in hearing.hypotheses:
+        rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
+        meaning = same(consent.decide(heard.text, cards, stage, card_words))
+        out.append(decision.Hypothesis(heard.text, meaning, heard.score, heard.language, rank))
+    return out
+
+
+def _same(d: Decision) -> Decision:
+    return d
 
 
 class _Busy(Exception):
@@ -91,7 +112,7 @@ class VoicePipeline:
         *,
         languages: Sequence[str] = ("en",),
         clock: Callable[[], float] = time.perf_counter,
-        policy: vocab.Policy = vocab.DEFAULT_POLICY,
+        calibrated: decision.Calibration | None = None,
         max_batch: int = 4,
         max_waiting: int = 16,
         workers: int = 1,
@@ -100,7 +121,7 @@ class VoicePipeline:
         self.guard = guard
         self.languages = tuple(languages)
         self.lexicons = tuple(lex for lang in self.languages for lex in LEXICONS.get(lang, ()))
-        self.policy = policy
+        self.calibration = calibrated if calibrated is not None else transcriber.calibration
         self.max_batch = max_batch
         self.max_waiting = max_waiting
         self.workers = workers
@@ -161,7 +182,12 @@ class VoicePipeline:
         t2 = self._clock()
         timings["fingerprint"] = _ms(t2 - t1)
         readings = consent.readings(cards, stage, self.lexicons)
-        utterance = Utterance(clip.samples, self.languages, tuple(r.text for r in readings))
+        utterance = Utterance(
+            clip.samples,
+            self.languages,
+            tuple(r.text for r in readings),
+            tuple(SPOKEN.get(r.lang, "en") for r in readings),
+        )
         try:
             hearing = await self._hear(utterance)
         except _Busy:
@@ -169,22 +195,13 @@ class VoicePipeline:
         timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
         if hearing.refusal is not None:
-            verdict = vocab.Verdict(Decision(Kind.REFUSE, reason=hearing.refusal), None, 0.0, "")
+            refusal = Decision(Kind.REFUSE, reason=hearing.refusal)
+            verdict = decision.Verdict(refusal, 0.0, "recogniser")
         else:
-            grammar = consent.decide(hearing.text, cards, stage, card_words)
-            scored = scored_readings(readings, hearing.scores)
-            if cards == 1 and stage is Stage.CHOOSE:
-                # "one" and "yes" release the same card: they must not count against each other.
-                grammar = vocab.one_card(grammar)
-                same = vocab.one_card
-                scored = [dataclasses.replace(s, decision=same(s.decision)) for s in scored]
-            verdict = vocab.check(
-                grammar,
-                scored,
-                hearing.text,
-                self._policy_for(stage),
-                confidence=hearing.avg_logprob,
-            )
+            same = decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
+            transcript = same(consent.decide(hearing.text, cards, stage, card_words))
+            scored = hypotheses(readings, hearing, cards, stage, card_words)
+            verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
         timings["grammar"] = _ms(self._clock() - t3)
         return VoiceResult(
             decision=verdict.decision,
@@ -196,6 +213,7 @@ class VoicePipeline:
             model=self.transcriber.model,
             language=hearing.language,
             rule=verdict.rule,
+            probability=verdict.probability,
         )
 
     def _refused(
@@ -208,16 +226,6 @@ class VoicePipeline:
             recogniser=self.transcriber.recogniser,
             model=self.transcriber.model,
         )
-
-    def _policy_for(self, stage: Stage) -> vocab.Policy:
-        """The final yes of a high-risk action needs a wider lead than a card choice.
-
-        In the adversarial corpus a Hindi hedge under 10 dB of noise was heard as "Oh, yeah."
-        with "okay" 1.9 ahead of "no": enough for a choice, too little for a high-risk yes.
-        """
-        if stage is not Stage.FINAL or self.policy.margin >= FINAL_MARGIN:
-            return self.policy
-        return dataclasses.replace(self.policy, margin=FINAL_MARGIN)
 
     async def _hear(self, utterance: Utterance) -> Hearing:
         """Queue one utterance for the next model call and wait for its hearing."""
@@ -271,7 +279,7 @@ def default_pipeline(
     Raises ``ModelError`` when the model is not installed or does not verify.
     """
     from voicegate.voice.fingerprint import ReplayGuard
-    from voicegate.voice.transcribe import FasterWhisperTranscriber
+    from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(languages)
     name = model or ("tiny.en" if langs == ("en",) else "base")
@@ -294,7 +302,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Decide one audio file with the real recogniser and no replay history; print the result."""
-    from voicegate.voice.transcribe import FasterWhisperTranscriber
+    from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(args.langs or ["en"])
     model = args.model or ("tiny.en" if langs == ("en",) else "base")
@@ -335,4 +343,5 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "model": result.model,
         "recogniser": result.recogniser,
         "rule": result.rule,
+        "probability": round(result.probability, 4),
     }

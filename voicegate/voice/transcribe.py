@@ -1,30 +1,25 @@
-"""The recogniser: a small ``Transcriber`` protocol, Whisper on CTranslate2, and a scripted fake.
+"""The recogniser's contract: a small ``Transcriber`` protocol, what it hears, and a scripted fake.
 
-One clip is encoded ONCE; the same encoder output feeds the free decoding (what was said) and the
-closed-vocabulary scoring (how well each allowed phrase fits the audio). Scoring uses
-``Whisper.align``, which returns each forced token's probability; a phrase's score is the sum of
-the log-probabilities of its tokens, spelled with a capital first letter when the free decoding
-began with one ("Two." / "two"), as the lexicon gives it otherwise. It is a prefix score: the
-end-of-text probability is not available from ``align``. Whisper misses words that begin right
-at the start of its window, so a clip that starts loud is heard after enough silence to make up
-half a second of quiet.
+A recogniser encodes one clip once and, from that one encoder output, returns the free decoding
+(its best few transcripts, each in every language the user may speak) and a whole-sequence
+score for every reading the card allows: the log-probability of exactly that text followed by
+end-of-text. The real one is ``voicegate.voice.whisper.FasterWhisperTranscriber``. Whisper misses
+words that begin right at the start of its window, so a clip that starts loud is heard after
+enough silence to make up half a second of quiet (``lead_in``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from voicegate.errors import ModelError
 from voicegate.reasons import Reason
-from voicegate.voice import models
+from voicegate.voice.decision import Calibration
 
 Samples = npt.NDArray[np.float32]
 
@@ -32,13 +27,6 @@ SAMPLE_RATE = 16_000
 # Whisper's window: every input is padded to 30 s, 3000 mel frames, 1500 encoder frames.
 WINDOW_FRAMES = 3000
 HOP = 160
-# Floor for a forced token whose probability underflows to zero.
-MIN_PROB = 1e-12
-# Encoder frames (20 ms each) kept after the end of the clip when scoring phrases. The decoder's
-# cross-attention over all 1500 frames dominates the cost of scoring; over the clip plus 1 s of
-# padding the phrase ranking was unchanged on FSDD, about 50x faster. The free decoding keeps the
-# whole window: trimmed, it went from 17/30 to 6/30 right.
-SCORE_TAIL_FRAMES = 50
 # The quiet Whisper hears before the first loud frame. It learnt from windows where speech
 # rarely starts at the first frame; on FSDD's tightly cut takes, making up 0.5 s of quiet took
 # the closed-vocabulary check from 67 to 93 right of 120 (tiny.en, docs/voice.md). A clip that
@@ -60,14 +48,33 @@ def lead_in(samples: Samples) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class Heard:
+    """One free transcript and its whole-sequence score, log P(text, language | audio).
+
+    ``reading`` names the candidate spelt exactly like it, if any: the two are one hypothesis.
+    """
+
+    text: str
+    language: str
+    score: float
+    reading: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Hearing:
-    """What the recogniser heard in one clip: free text, phrase scores and how sure it was."""
+    """What the recogniser heard in one clip: free text, reading scores and how sure it was.
+
+    ``text`` is the likeliest free transcript and ``language`` its language. ``hypotheses``
+    holds every free transcript of every decoded language, best first within a language.
+    ``scores`` gives each candidate reading's whole-sequence log-probability, in the same units.
+    """
 
     text: str
     language: str
     no_speech_prob: float
     avg_logprob: float
     scores: tuple[tuple[str, float], ...] = ()
+    hypotheses: tuple[Heard, ...] = ()
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     # Reason.NO_SPEECH when the no-speech and log-probability tests both say "hallucination";
     # Reason.LANGUAGE_UNAVAILABLE when no allowed language fits the model.
@@ -76,23 +83,36 @@ class Hearing:
 
 @dataclass(frozen=True, slots=True)
 class Utterance:
-    """One clip to transcribe in a batch: its samples, allowed languages and phrases to score."""
+    """One clip to transcribe in a batch: its samples, allowed languages and phrases to score.
+
+    ``candidate_languages`` names the Whisper language each candidate is scored in, in the same
+    order; when it is empty every candidate is scored in the first allowed language.
+    """
 
     samples: Samples
     languages: tuple[str, ...] = ("en",)
     candidates: tuple[str, ...] = ()
+    candidate_languages: tuple[str, ...] = ()
+
+    def language_of(self, index: int) -> str:
+        """The Whisper language candidate ``index`` is scored in."""
+        if self.candidate_languages:
+            return self.candidate_languages[index]
+        return self.languages[0] if self.languages else "en"
 
 
 class Transcriber(Protocol):
     """Turns 16 kHz mono float32 samples into a ``Hearing``.
 
-    ``languages`` lists what the user may speak; a multilingual model picks the likeliest of them,
-    an English-only model answers ``refusal=LANGUAGE_UNAVAILABLE`` when "en" is not allowed.
+    ``languages`` lists what the user may speak; a multilingual model hears the clip in each of
+    them, an English-only model answers ``refusal=LANGUAGE_UNAVAILABLE`` when "en" is not allowed.
     ``candidates`` are the allowed phrases; each comes back scored, in the same order.
+    ``calibration`` holds the decision's thresholds for this model (``voice.calibration``).
     """
 
     recogniser: str
     model: str
+    calibration: Calibration
 
     def transcribe(
         self,
@@ -121,212 +141,16 @@ class Thresholds:
         return no_speech_prob > self.no_speech_prob and avg_logprob < self.avg_logprob
 
 
-class FasterWhisperTranscriber:
-    """Whisper through CTranslate2 (the engine of faster-whisper), without timestamps."""
-
-    recogniser = "faster-whisper"
-
-    def __init__(
-        self,
-        model: str = "tiny.en",
-        *,
-        device: str = "auto",
-        compute_type: str = "default",
-        threads: int = 0,
-        thresholds: Thresholds = Thresholds(),
-        max_new_tokens: int = 32,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        import ctranslate2
-        import tokenizers
-        from faster_whisper.feature_extractor import FeatureExtractor
-
-        path = models.ensure(model)
-        if device == "auto":
-            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        if compute_type == "default":
-            compute_type = "int8_float16" if device == "cuda" else "int8"
-        try:
-            self._model = ctranslate2.models.Whisper(
-                str(path), device=device, compute_type=compute_type, intra_threads=threads
-            )
-        except (RuntimeError, ValueError) as exc:
-            raise ModelError(f"{model}: CTranslate2 could not load {path}: {exc}") from exc
-        self.model = model
-        self.device = device
-        self.compute_type = compute_type
-        self.multilingual = bool(self._model.is_multilingual)
-        self._tokens = tokenizers.Tokenizer.from_file(str(Path(path) / "tokenizer.json"))
-        self._features = FeatureExtractor(feature_size=self._model.n_mels)
-        self._thresholds = thresholds
-        self._max_new_tokens = max_new_tokens
-        self._clock = clock
-        self._toks: dict[str, _Tok] = {}
-
-    def transcribe(
-        self,
-        samples: Samples,
-        *,
-        languages: Sequence[str] = ("en",),
-        candidates: Sequence[str] = (),
-    ) -> Hearing:
-        """Transcribe one clip and score the candidate phrases against it."""
-        return self.transcribe_many([Utterance(samples, tuple(languages), tuple(candidates))])[0]
-
-    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
-        """Transcribe several clips with one encoder call, one decode call and one align call."""
-        if not utterances:
-            return []
-        import ctranslate2
-
-        t0 = self._clock()
-        feats = np.stack([self._mel(u.samples) for u in utterances])
-        # On the host even with CUDA: phrase scoring slices it with numpy (about 3 MB a clip).
-        encoded = self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
-        t1 = self._clock()
-        langs = self._languages(encoded, utterances)
-        prompts = [self._tokenizer(lang).sot_sequence_without_timestamps for lang in langs]
-        results = self._model.generate(
-            encoded,
-            [list(p) for p in prompts],
-            beam_size=1,
-            max_length=self._max_new_tokens,
-            return_scores=True,
-            return_no_speech_prob=True,
-            suppress_blank=True,
-        )
-        t2 = self._clock()
-        texts = [
-            self._tokenizer(lang).decode(result.sequences_ids[0]).strip()
-            for lang, result in zip(langs, results, strict=True)
-        ]
-        capital = [text[:1].isupper() for text in texts]
-        scores = self._score(encoded, utterances, langs, capital)
-        t3 = self._clock()
-        timings = {
-            "encoder": (t1 - t0) * 1000 / len(utterances),
-            "decoding": (t2 - t1) * 1000 / len(utterances),
-            "closed_vocabulary": (t3 - t2) * 1000 / len(utterances),
-        }
-        hearings = []
-        for u, lang, text, result, scored in zip(
-            utterances, langs, texts, results, scores, strict=True
-        ):
-            nsp = float(result.no_speech_prob)
-            # With length_penalty=1 CTranslate2's score is the length-normalised log-probability.
-            avg = float(result.scores[0]) if result.scores else 0.0
-            refusal = None
-            if lang not in u.languages:
-                refusal = Reason.LANGUAGE_UNAVAILABLE
-            elif self._thresholds.says_silence(nsp, avg):
-                refusal = Reason.NO_SPEECH
-            hearings.append(Hearing(text, lang, nsp, avg, scored, dict(timings), refusal))
-        return hearings
-
-    def _mel(self, samples: Samples) -> npt.NDArray[np.float32]:
-        x = np.asarray(samples, dtype=np.float32)
-        heard = np.concatenate([np.zeros(lead_in(x), np.float32), x])
-        mel = self._features(heard)[:, :WINDOW_FRAMES]
-        if mel.shape[1] < WINDOW_FRAMES:
-            mel = np.pad(mel, ((0, 0), (0, WINDOW_FRAMES - mel.shape[1])))
-        return np.ascontiguousarray(mel, dtype=np.float32)
-
-    def _languages(self, encoded: Any, utterances: Sequence[Utterance]) -> list[str]:
-        """The likeliest allowed language per clip; an English-only model only knows "en"."""
-        if not self.multilingual:
-            return ["en" for _ in utterances]
-        needs = [len(u.languages) > 1 for u in utterances]
-        detected: list[list[tuple[str, float]]] = []
-        if any(needs):
-            detected = self._model.detect_language(encoded)
-        chosen = []
-        for i, u in enumerate(utterances):
-            if not needs[i]:
-                chosen.append(u.languages[0] if u.languages else "en")
-                continue
-            probs = {tok.strip("<|>"): p for tok, p in detected[i]}
-            chosen.append(max(u.languages, key=lambda lang: probs.get(lang, 0.0)))
-        return chosen
-
-    def _score(
-        self,
-        encoded: Any,
-        utterances: Sequence[Utterance],
-        langs: Sequence[str],
-        capital: Sequence[bool],
-    ) -> list[tuple[tuple[str, float], ...]]:
-        """Sum log-probability of each candidate, in one align call per language."""
-        import ctranslate2
-
-        out: list[dict[str, float]] = [{} for _ in utterances]
-        full = np.asarray(encoded)
-        for lang in sorted(set(langs)):
-            tok = self._tokenizer(lang)
-            rows: list[int] = []
-            owners: list[tuple[int, str]] = []
-            seqs: list[list[int]] = []
-            frames: list[int] = []
-            for i, u in enumerate(utterances):
-                if langs[i] != lang:
-                    continue
-                n = max(1, min(WINDOW_FRAMES, (lead_in(u.samples) + len(u.samples)) // HOP))
-                for text in dict.fromkeys(u.candidates):
-                    # One spelling, cased as the free decoding wrote this clip: the best of
-                    # "Two" and "two" cost twice as much and got as many FSDD takes right.
-                    ids = tok.encode(" " + _cased(text, capital[i]))
-                    if ids:
-                        rows.append(i)
-                        owners.append((i, text))
-                        seqs.append(ids)
-                        frames.append(n)
-            if not seqs:
-                continue
-            keep = min(full.shape[1], max(frames) // 2 + SCORE_TAIL_FRAMES)
-            frames = [min(n, 2 * keep) for n in frames]
-            batch = ctranslate2.StorageView.from_array(np.ascontiguousarray(full[rows, :keep]))
-            results = self._model.align(batch, list(tok.sot_sequence), seqs, frames)
-            for (i, text), result in zip(owners, results, strict=True):
-                probs = np.maximum(np.asarray(result.text_token_probs, dtype=np.float64), MIN_PROB)
-                score = float(np.log(probs).sum())
-                out[i][text] = score
-        return [
-            tuple((text, out[i].get(text, float("-inf"))) for text in dict.fromkeys(u.candidates))
-            for i, u in enumerate(utterances)
-        ]
-
-    def _tokenizer(self, lang: str) -> _Tok:
-        if lang not in self._toks:
-            self._toks[lang] = _Tok(self._tokens, self.multilingual, lang)
-        return self._toks[lang]
-
-
-class _Tok:
-    """faster-whisper's tokenizer with the no-timestamps prompt spelled out."""
-
-    def __init__(self, tokens: Any, multilingual: bool, language: str) -> None:
-        from faster_whisper.tokenizer import Tokenizer
-
-        self._tok = Tokenizer(tokens, multilingual, task="transcribe", language=language)
-        self.sot_sequence: list[int] = list(self._tok.sot_sequence)
-        self.sot_sequence_without_timestamps = [*self.sot_sequence, self._tok.no_timestamps]
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text))
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return str(self._tok.decode([i for i in ids if i < self._tok.eot]))
-
-
-def _cased(text: str, capital: bool) -> str:
-    """The phrase with a capital first letter when the clip's transcript began with one."""
-    text = text.strip()
-    return text[:1].upper() + text[1:] if capital else text
-
-
 class FakeTranscriber:
-    """Answers scripted hearings in order, for unit tests; records what it was asked."""
+    """Answers scripted hearings in order, for unit tests; records what it was asked.
+
+    A scripted hearing without free transcripts gets its ``text`` as the only one, scored like
+    the candidate it spells (or at its ``avg_logprob``), as the real recogniser would.
+    """
 
     recogniser = "fake"
+    # Scripted scores are made up, so no fitted threshold applies: an even-odds rule.
+    calibration = Calibration(0.5, 0.5, 5, "scripted hearings of the unit tests")
 
     def __init__(self, hearings: Sequence[Hearing], *, model: str = "fake") -> None:
         self.model = model
@@ -353,5 +177,15 @@ class FakeTranscriber:
             hearing = next(self._hearings)
             given = dict(hearing.scores)
             scores = tuple((c, given.get(c, float("-inf"))) for c in dict.fromkeys(u.candidates))
-            out.append(dataclasses.replace(hearing, scores=scores))
+            free = hearing.hypotheses or (_spelt(hearing, u.candidates),)
+            out.append(dataclasses.replace(hearing, scores=scores, hypotheses=free))
         return out
+
+
+def _spelt(hearing: Hearing, candidates: Sequence[str]) -> Heard:
+    """The scripted text as a free transcript, the same hypothesis as the candidate it spells."""
+    words = "".join(c for c in hearing.text.casefold() if c.isalnum() or c.isspace()).strip()
+    given = dict(hearing.scores)
+    if words in candidates and words in given:
+        return Heard(hearing.text, hearing.language, given[words], words)
+    return Heard(hearing.text, hearing.language, hearing.avg_logprob)

@@ -1,0 +1,288 @@
+"""Fit and report the voice decision's thresholds on real speech, split by speaker.
+
+    # 1. hear every clip once with the real recogniser (resumable; one JSON line per clip)
+    .venv/bin/python benchmarks/calibrate.py hear --model tiny.en --cache bench-out/hear-tiny.jsonl
+    .venv/bin/python benchmarks/calibrate.py hear --model base --lang en --lang hi \\
+        --cache bench-out/hear-base.jsonl --fsdd-takes 10
+    # 2. fit on the calibration split, report on the other, print tables (and --json)
+    .venv/bin/python benchmarks/calibrate.py fit --model tiny.en --cache bench-out/hear-tiny.jsonl
+
+The sets are ``../shared/corpus/fsdd`` (choose one of five cards: "one".."five" choose that
+card, "zero" and "six".."nine" must release nothing) and ``../shared/corpus/speech_commands``
+(one card, at the choose stage and at the final stage: "yes" confirms, "no" and "stop" cancel,
+every other word must release nothing). The calibration split is FSDD's jackson and theo and the
+speech_commands speakers whose id starts with 0 or 1; the report split is the rest. Each
+threshold (``card`` for a choice among cards, ``yes`` for a one-card or final yes) is the lowest
+probability, from 0.50 up, at which the calibration split releases nothing wrongly. A hearing
+holds every score the decision reads, so ``fit`` runs the same decision code as the server
+(``pipeline.hypotheses`` and ``decision.decide``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from voicegate.errors import AudioRefused
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+from voicegate.voice import audio, calibration, consent, decision
+from voicegate.voice.pipeline import LEXICONS, SPOKEN, hypotheses
+from voicegate.voice.transcribe import Heard, Hearing, Utterance
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
+CALIBRATION_FSDD = ("jackson", "theo")
+CALIBRATION_PREFIXES = ("0", "1")
+# (set, cards, stage) the clips are decided at.
+STAGES = (("fsdd", 5, Stage.CHOOSE), ("sc", 1, Stage.CHOOSE), ("sc", 1, Stage.FINAL))
+CONFIRM = Decision(Kind.CONFIRM)
+CANCEL = Decision(Kind.CANCEL)
+# Which threshold a (several cards?, stage) question uses: ``Calibration.need``.
+KINDS = {(True, Stage.CHOOSE): "card", (False, Stage.CHOOSE): "yes", (False, Stage.FINAL): "yes"}
+GRID = [round(0.5 + 0.01 * i, 2) for i in range(50)]
+
+
+@dataclass(frozen=True, slots=True)
+class Clip:
+    """One recording, who said it, and what it must decide."""
+
+    set: str
+    id: str
+    path: Path
+    speaker: str
+    label: str
+
+    @property
+    def calibration(self) -> bool:
+        """True for the clips thresholds are fitted on."""
+        if self.set == "fsdd":
+            return self.speaker in CALIBRATION_FSDD
+        return self.speaker.startswith(CALIBRATION_PREFIXES)
+
+
+def clips(fsdd_takes: int, per_word: int = 10**6) -> Iterator[Clip]:
+    """FSDD (the first ``fsdd_takes`` takes of each digit and speaker), then speech_commands
+    (the first ``per_word`` recordings of each word, in file order)."""
+    for path in sorted((CORPUS / "fsdd").glob("*.wav")):
+        digit, speaker, take = path.stem.split("_")
+        if int(take) < fsdd_takes:
+            yield Clip("fsdd", path.stem, path, speaker, digit)
+    for folder in sorted(p for p in (CORPUS / "speech_commands").iterdir() if p.is_dir()):
+        for path in sorted(folder.glob("*.wav"))[:per_word]:
+            yield Clip("sc", f"{folder.name}/{path.stem}", path, path.stem.split("_")[0],
+                       folder.name)  # fmt: skip
+
+
+def expected(clip: Clip, cards: int) -> Decision | None:
+    """The release or cancel this clip must decide; None when it must release nothing."""
+    if clip.set == "fsdd":
+        digit = int(clip.label)
+        return Decision(Kind.CHOOSE, card=digit) if 1 <= digit <= cards else None
+    return {"yes": CONFIRM, "no": CANCEL, "stop": CANCEL}.get(clip.label)
+
+
+def readings(langs: tuple[str, ...]) -> dict[tuple[int, Stage], list[consent.Reading]]:
+    """The readings of every stage the clips are decided at."""
+    lexicons = tuple(lex for lang in langs for lex in LEXICONS[lang])
+    return {(c, s): consent.readings(c, s, lexicons) for _, c, s in STAGES}
+
+
+def hear(args: argparse.Namespace) -> int:
+    """Transcribe every clip not yet in the cache and append its hearing."""
+    from voicegate.voice.whisper import FasterWhisperTranscriber
+
+    langs = tuple(args.langs or ["en"])
+    transcriber = FasterWhisperTranscriber(args.model, threads=args.threads)
+    union = {r.text: r for rs in readings(langs).values() for r in rs}
+    texts = tuple(union)
+    spoken = tuple(SPOKEN[union[t].lang] for t in texts)
+    cache = Path(args.cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    done = {json.loads(line)["id"] for line in cache.open()} if cache.exists() else set()
+    todo = [
+        c
+        for c in clips(args.fsdd_takes, args.per_word)
+        if c.id not in done and (not args.calibration_only or c.calibration)
+    ]
+    print(f"{len(done)} cached, {len(todo)} to hear", file=sys.stderr)
+    started = time.perf_counter()
+    with cache.open("a") as out:
+        for n, clip in enumerate(todo, 1):
+            try:
+                samples = audio.decode(clip.path.read_bytes()).samples
+            except AudioRefused as exc:  # refused before the recogniser, as the server does
+                h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
+            else:
+                h = transcriber.transcribe_many([Utterance(samples, langs, texts, spoken)])[0]
+            record = {
+                "id": clip.id,
+                "text": h.text,
+                "language": h.language,
+                "nsp": h.no_speech_prob,
+                "avg": h.avg_logprob,
+                "refusal": h.refusal.value if h.refusal else None,
+                "scores": dict(h.scores),
+                "hypotheses": [[x.text, x.language, x.score, x.reading] for x in h.hypotheses],
+                "timings_ms": dict(h.timings_ms),
+            }
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if n % 100 == 0:
+                rate = n / (time.perf_counter() - started)
+                print(f"{n}/{len(todo)}, {rate:.2f} clips/s", file=sys.stderr)
+    return 0
+
+
+def load(cache: Path) -> dict[str, Hearing]:
+    """The cached hearings by clip id."""
+    from voicegate.reasons import Reason
+
+    out = {}
+    for line in cache.open():
+        r = json.loads(line)
+        out[r["id"]] = Hearing(
+            r["text"],
+            r["language"],
+            r["nsp"],
+            r["avg"],
+            tuple((t, float(s)) for t, s in r["scores"].items()),
+            tuple(Heard(t, lang, float(s), reading) for t, lang, s, reading in r["hypotheses"]),
+            r["timings_ms"],
+            Reason(r["refusal"]) if r["refusal"] else None,
+        )
+    return out
+
+
+def verdicts(
+    hearing: Hearing, rs: list[consent.Reading], cards: int, stage: Stage
+) -> tuple[Decision, list[decision.Hypothesis]]:
+    """The grammar's reading of the best transcript and every hypothesis, as the server has them."""
+    same = decision.one_card if cards == 1 and stage is Stage.CHOOSE else (lambda d: d)
+    transcript = same(consent.decide(hearing.text, cards, stage))
+    return transcript, hypotheses(rs, hearing, cards, stage)
+
+
+def outcome(clip: Clip, cards: int, d: Decision) -> str:
+    """right, wrong (a wrong release), refused (a right answer not taken) or held (no release)."""
+    want = expected(clip, cards)
+    if want is None:
+        return "wrong" if d.releases else "held"
+    if d == want:
+        return "right"
+    return "wrong" if d.releases else "refused"
+
+
+def fit(args: argparse.Namespace) -> int:
+    """Fit the thresholds on the calibration split and report both splits."""
+    langs = tuple(args.langs or ["en"])
+    heard = load(Path(args.cache))
+    stages = readings(langs)
+    base = calibration.of(args.model)
+    table = [c for c in clips(args.fsdd_takes, args.per_word) if c.id in heard]
+    prepared = []
+    for clip in table:
+        for set_, cards, stage in STAGES:
+            if set_ == clip.set:
+                h = heard[clip.id]
+                if h.refusal is not None:
+                    prepared.append((clip, cards, stage, None, []))
+                else:
+                    t, hyps = verdicts(h, stages[(cards, stage)], cards, stage)
+                    prepared.append((clip, cards, stage, t, hyps))
+
+    def run(need: float, kind: str, support: int) -> list[tuple[Clip, int, str]]:
+        cal = replace(base, card=need, yes=need, support=support)
+        rows = []
+        for clip, cards, st, t, hyps in prepared:
+            if KINDS[(cards > 1, st)] != kind:
+                continue
+            d = decision.UNCLEAR if t is None else decision.decide(hyps, t, st, cal, cards).decision
+            rows.append((clip, cards, outcome(clip, cards, d)))
+        return rows
+
+    # A threshold per kind of question, fitted on the answers to that kind.
+    fitted: dict[str, float] = {}
+    for kind in ("card", "yes"):
+        for need in GRID:
+            rows = run(need, kind, base.support)
+            if not any(o == "wrong" for c, _, o in rows if c.calibration):
+                fitted[kind] = need
+                break
+        else:
+            fitted[kind] = 1.0
+    report: dict[str, object] = {
+        "model": args.model,
+        "languages": list(langs),
+        "support": base.support,
+        "fitted": fitted,
+        "shipped": {"card": base.card, "yes": base.yes},
+        "machine": platform.processor() or platform.machine(),
+        "clips": len(table),
+    }
+    for label, need in (("fitted", None), ("shipped", 0.0)):
+        print(f"\n## {label} thresholds")
+        block: dict[str, object] = {}
+        for kind in ("card", "yes"):
+            chosen = fitted[kind] if need is None else getattr(base, kind)
+            rows = run(chosen, kind, base.support)
+            block[kind] = summarise(rows, chosen, kind)
+        report[label] = block
+    if args.support_sweep:
+        sweep = {}
+        for depth in (1, 5):
+            rows = run(base.card, "card", depth) + run(base.yes, "yes", depth)
+            sweep[depth] = dict(Counter(o for _, _, o in rows))
+        report["support_sweep"] = sweep
+        print("\nsupport depth at the shipped choose threshold:", sweep)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def summarise(rows: list[tuple[Clip, int, str]], need: float, kind: str) -> dict[str, object]:
+    """Print and return per split, set, speaker (FSDD) and word (speech_commands) counts."""
+    groups: dict[str, Counter[str]] = defaultdict(Counter)
+    for clip, _, o in rows:
+        split = "calibration" if clip.calibration else "report"
+        groups[f"{split} {clip.set}"][o] += 1
+        key = clip.speaker if clip.set == "fsdd" else clip.label
+        groups[f"{split} {clip.set} {key}"][o] += 1
+    print(f"\n{kind} questions, threshold {need}")
+    print("| group | right | refused | held | wrong |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for key in sorted(groups):
+        c = groups[key]
+        print(f"| {key} | {c['right']} | {c['refused']} | {c['held']} | {c['wrong']} |")
+    return {"threshold": need, "groups": {k: dict(v) for k, v in groups.items()}}
+
+
+def main() -> int:
+    """Command line: hear or fit."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("hear", "fit"):
+        p = sub.add_parser(name)
+        p.add_argument("--model", default="tiny.en")
+        p.add_argument("--lang", action="append", dest="langs", choices=sorted(LEXICONS))
+        p.add_argument("--cache", required=True)
+        p.add_argument("--fsdd-takes", type=int, default=50, help="takes per digit and speaker")
+        p.add_argument("--threads", type=int, default=2)
+        p.add_argument("--per-word", type=int, default=10**6, help="speech_commands clips a word")
+        p.add_argument("--json", default=None)
+        p.add_argument("--support-sweep", action="store_true")
+        p.add_argument("--calibration-only", action="store_true", help="only the fitting split")
+    args = parser.parse_args()
+    return hear(args) if args.command == "hear" else fit(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

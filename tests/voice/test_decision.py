@@ -1,0 +1,184 @@
+"""The voice decision on numbers: probabilities per decision, the veto, thresholds, support."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+from voicegate.voice import calibration, consent
+from voicegate.voice.decision import (
+    MEANING,
+    UNCALIBRATED,
+    Calibration,
+    Hypothesis,
+    decide,
+    posteriors,
+)
+
+TWO = Decision(Kind.CHOOSE, card=2)
+THREE = Decision(Kind.CHOOSE, card=3)
+CONFIRM = Decision(Kind.CONFIRM)
+CANCEL = Decision(Kind.CANCEL)
+EVEN = Calibration(card=0.5, yes=0.9, support=5, source="test")
+
+
+def refuse(reason: Reason) -> Decision:
+    return Decision(Kind.REFUSE, reason=reason)
+
+
+def reading(text: str, decision: Decision, score: float) -> Hypothesis:
+    return Hypothesis(text, decision, score)
+
+
+def free(text: str, decision: Decision, score: float, rank: int = 0) -> Hypothesis:
+    return Hypothesis(text, decision, score, "en", rank)
+
+
+def test_probabilities_sum_the_hypotheses_of_each_decision() -> None:
+    post = posteriors(
+        [
+            reading("two", TWO, math.log(0.3)),
+            reading("to", TWO, math.log(0.3)),
+            reading("three", THREE, math.log(0.4)),
+        ]
+    )
+    assert math.isclose(post[TWO], 0.6) and math.isclose(post[THREE], 0.4)
+
+
+def test_a_clear_supported_card_is_chosen() -> None:
+    hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -6.0)]
+    verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
+    assert verdict.decision == TWO and verdict.rule == "decided" and verdict.probability > 0.99
+
+
+def test_a_card_the_scores_do_not_make_likely_enough_is_unclear() -> None:
+    hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -1.1), reading("no", CANCEL, -1.2)]
+    verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
+    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == "unclear"
+
+
+def test_a_choice_among_cards_and_a_yes_have_their_own_thresholds() -> None:
+    hyps = [free("Two.", TWO, -1.0), reading("no", CANCEL, -2.5)]  # P(two) = 0.82
+    assert decide(hyps, TWO, Stage.CHOOSE, EVEN, 3).decision == TWO
+    yes = [free("Yes.", CONFIRM, -1.0), reading("no", CANCEL, -2.5)]
+    assert decide(yes, CONFIRM, Stage.FINAL, EVEN).decision.reason is Reason.UNCLEAR
+    assert decide(yes, CONFIRM, Stage.CHOOSE, EVEN, 1).decision.reason is Reason.UNCLEAR
+
+
+def test_a_refusal_of_meaning_in_the_transcript_is_the_decision() -> None:
+    hyps = [reading("two", TWO, -0.1)]
+    for reason in MEANING:
+        verdict = decide(hyps, refuse(reason), Stage.CHOOSE, EVEN, 3)
+        assert verdict.decision == refuse(reason) and verdict.rule == "veto"
+
+
+def test_a_likeliest_hedge_blocks_a_release_but_not_a_cancel() -> None:
+    hedge = free("Hmm.", refuse(Reason.HEDGE), -0.5, rank=1)
+    blocked = decide([hedge, free("Yes.", CONFIRM, -0.6)], CONFIRM, Stage.FINAL,
+                     Calibration(0.1, 0.1, 5, "test"))  # fmt: skip
+    assert blocked.decision.reason is Reason.HEDGE
+    not_ = free("not", refuse(Reason.NEGATION), -2.9, rank=1)
+    nope = [not_, free("Nope.", CANCEL, -3.1), reading("no", CANCEL, -3.5)]
+    assert decide(nope, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE,
+                  Calibration(0.5, 0.5, 5, "test")).decision == CANCEL  # fmt: skip
+
+
+def test_a_transcript_that_says_cancel_or_wait_is_decided_so() -> None:
+    hyps = [reading("two", TWO, -0.1)]
+    assert decide(hyps, CANCEL, Stage.CHOOSE, EVEN, 3).decision == CANCEL
+    wait = Decision(Kind.MORE_TIME)
+    assert decide(hyps, wait, Stage.CHOOSE, EVEN, 3).decision == wait
+
+
+def test_scores_that_favour_another_answer_than_the_transcript_are_unclear() -> None:
+    hyps = [free("Two.", TWO, -3.0), reading("three", THREE, -0.5)]
+    verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
+    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == "disagree"
+
+
+def test_an_unreadable_transcript_may_stand_for_a_clear_winner_with_support() -> None:
+    hyps = [free("Board.", refuse(Reason.NOT_UNDERSTOOD), -4.5), free("Four.", Decision(
+        Kind.CHOOSE, card=4), -1.0, rank=1)]  # fmt: skip
+    verdict = decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE, EVEN, 3)
+    assert verdict.decision == Decision(Kind.CHOOSE, card=4)
+
+
+def test_scores_alone_never_release_what_no_transcript_says() -> None:
+    # "haan nahin" heard as "Hannain": the readings favour yes, no transcript reads as yes.
+    hyps = [free("Hannain", refuse(Reason.NOT_UNDERSTOOD), -6.0), reading("haan", CONFIRM, -1.0)]
+    verdict = decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.FINAL, EVEN)
+    assert not verdict.decision.releases and verdict.rule == "unsupported"
+    assert verdict.decision.reason is Reason.NOT_UNDERSTOOD
+
+
+def test_support_deeper_than_the_calibrated_depth_does_not_count() -> None:
+    hyps = [free("Board.", refuse(Reason.NOT_UNDERSTOOD), -4.5), free("Four.", Decision(
+        Kind.CHOOSE, card=4), -1.0, rank=1)]  # fmt: skip
+    shallow = Calibration(0.5, 0.5, 1, "test")
+    assert not decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE, shallow).decision.releases
+
+
+def test_an_uncalibrated_model_releases_nothing() -> None:
+    hyps = [free("Two.", TWO, -0.01)]
+    assert not decide(hyps, TWO, Stage.CHOOSE, UNCALIBRATED).decision.releases
+    assert calibration.of("no-such-model") == UNCALIBRATED
+
+
+def test_every_shipped_calibration_says_where_it_came_from() -> None:
+    for name, cal in calibration.CALIBRATIONS.items():
+        assert 0.5 <= cal.card <= 1 and 0.5 <= cal.yes <= 1, name
+        assert cal.support >= 1 and "calibrate.py" in cal.source, name
+
+
+DECISIONS = st.sampled_from(
+    [TWO, THREE, CONFIRM, CANCEL, Decision(Kind.MORE_TIME)]
+    + [refuse(r) for r in (*MEANING, Reason.NOT_UNDERSTOOD, Reason.SOUND_ALIKE)]
+)
+HYPOTHESES = st.lists(
+    st.builds(
+        Hypothesis,
+        st.text(max_size=8),
+        DECISIONS,
+        st.floats(min_value=-60, max_value=0),
+        st.just("en"),
+        st.one_of(st.none(), st.integers(0, 4)),
+    ),
+    max_size=12,
+)
+
+
+@given(HYPOTHESES, st.sampled_from(sorted(MEANING)), st.sampled_from(list(Stage)))
+def test_scores_never_turn_a_refusal_of_meaning_into_a_release(
+    hyps: list[Hypothesis], reason: Reason, stage: Stage
+) -> None:
+    cal = Calibration(0.5, 0.5, 5, "test")
+    assert decide(hyps, refuse(reason), stage, cal).decision == refuse(reason)
+
+
+@given(HYPOTHESES, DECISIONS, st.sampled_from(list(Stage)))
+def test_a_release_is_always_the_likeliest_answer_above_the_threshold_and_supported(
+    hyps: list[Hypothesis], transcript: Decision, stage: Stage
+) -> None:
+    cal = Calibration(0.6, 0.8, 3, "test")
+    verdict = decide(hyps, transcript, stage, cal, 3)
+    if verdict.decision.releases:
+        post = posteriors(hyps)
+        assert post[verdict.decision] >= cal.need(stage, 3)
+        assert any(
+            h.decision == verdict.decision and h.rank is not None and h.rank < 3 for h in hyps
+        )
+        assert transcript.kind is not Kind.REFUSE or transcript.reason not in MEANING
+
+
+@given(st.text(max_size=30), st.integers(1, 5), st.sampled_from(list(Stage)))
+def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
+    text: str, cards: int, stage: Stage
+) -> None:
+    said = f"not {text}"
+    transcript = consent.decide(said, cards, stage)
+    hyps = [free(said, transcript, -0.1), reading("yes", CONFIRM, 0.0), reading("two", TWO, 0.0)]
+    assert not decide(hyps, transcript, stage, Calibration(0.5, 0.5, 5, "test")).decision.releases

@@ -1,0 +1,156 @@
+"""The voice decision: one probability per decision, and the grammar as the veto for meaning.
+
+Pure logic on numbers. Every hypothesis is a text the recogniser scored as a whole sequence
+(end-of-text included), log P(text, language | audio): every reading the card allows, the
+refusing readings beside them, and the free transcripts of the beam search, which stand for
+"something else was said" when the grammar reads them as no answer. The probability of a
+decision is the sum over the hypotheses that mean it, out of the sum over all of them. Then:
+
+1. **Veto.** When the grammar reads the best transcript as a refusal of meaning (a question,
+   hedge, negation, contradiction, a number on the final card, a number out of range, a "yes"
+   among several cards), that refusal is the decision. When it reads the single likeliest
+   hypothesis so, nothing is released (a cancel still stands: "Nope." beside a likelier
+   "not"). Scores never turn a refusal of meaning into a release.
+2. **Probability.** A best transcript that reads as cancel or more time is decided so: it
+   releases nothing, and the user's words say it. Otherwise the likeliest of choose k, confirm,
+   cancel and more time decides when its probability reaches the stage's calibrated threshold
+   (``Calibration``) and, if the best transcript reads as an answer, it is that answer.
+3. **Support.** A release also needs a free transcript that the grammar reads as exactly that
+   release among the first ``Calibration.support`` of a language's beam: scores alone were
+   measured confirming the Hindi contradiction "haan nahin", whose transcripts ("Hannain")
+   the grammar cannot read (docs/voice.md).
+
+Everything else refuses: with the grammar's own reason when it had one ("to" alone at the
+final card, "not understood"), else ``Reason.UNCLEAR``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+
+# Grammar refusals that say what the words mean, not that they could not be read.
+MEANING = frozenset(
+    {
+        Reason.QUESTION,
+        Reason.HEDGE,
+        Reason.NEGATION,
+        Reason.CONTRADICTION,
+        Reason.NUMBER_ON_FINAL,
+        Reason.OUT_OF_RANGE,
+        Reason.AMBIGUOUS,
+    }
+)
+ANSWERS = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
+UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+
+
+@dataclass(frozen=True, slots=True)
+class Hypothesis:
+    """One scored text, what the grammar reads it as, and where it came from."""
+
+    text: str
+    decision: Decision
+    score: float
+    language: str = "en"
+    # The beam search's rank of this text in its language (0 = best); None for a reading.
+    rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The probability an answer needs, and where the numbers came from.
+
+    ``card`` applies to choosing among two or more cards, ``yes`` to every yes-or-no question:
+    a single card at the choose stage and the final card. They are fitted apart, on answers of
+    each kind. ``support`` is how deep in a language's beam a transcript may support a release
+    (rule 3).
+    """
+
+    card: float
+    yes: float
+    support: int
+    source: str
+
+    def need(self, stage: Stage, cards: int) -> float:
+        """The threshold for a set of ``cards`` cards at ``stage``."""
+        return self.card if stage is Stage.CHOOSE and cards > 1 else self.yes
+
+
+# Nothing is released by voice through a model that was never calibrated.
+UNCALIBRATED = Calibration(math.inf, math.inf, 0, "no calibration: voice releases nothing")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision, the probability of the best answer, and which rule decided."""
+
+    decision: Decision
+    probability: float
+    # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer"
+    rule: str
+    winner: Decision | None = None
+
+
+def one_card(decision: Decision) -> Decision:
+    """With one card open, choosing card 1 and yes release the same action: one decision."""
+    return Decision(Kind.CONFIRM) if decision == Decision(Kind.CHOOSE, card=1) else decision
+
+
+def posteriors(hypotheses: Sequence[Hypothesis]) -> dict[Decision, float]:
+    """P(decision | audio): each decision's share of the probability of all hypotheses."""
+    finite = [h for h in hypotheses if math.isfinite(h.score)]
+    if not finite:
+        return {}
+    top = max(h.score for h in finite)
+    mass: dict[Decision, float] = defaultdict(float)
+    for h in finite:
+        mass[h.decision] += math.exp(h.score - top)
+    total = sum(mass.values())
+    return {decision: m / total for decision, m in mass.items()}
+
+
+def decide(
+    hypotheses: Sequence[Hypothesis],
+    transcript: Decision,
+    stage: Stage,
+    calibration: Calibration,
+    cards: int = 1,
+) -> Verdict:
+    """The decision for one answer; ``transcript`` is the grammar's reading of the best one."""
+    if _meaning(transcript):
+        return Verdict(transcript, 0.0, "veto")
+    if transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
+        return Verdict(transcript, 0.0, "grammar")
+    finite = [h for h in hypotheses if math.isfinite(h.score)]
+    likeliest = max(finite, key=lambda h: h.score).decision if finite else UNCLEAR
+    fallback = transcript if transcript.kind is Kind.REFUSE else UNCLEAR
+    post = posteriors(finite)
+    answers = {d: p for d, p in post.items() if d.kind in ANSWERS}
+    if not answers:
+        return Verdict(fallback, 0.0, "no_answer")
+    winner = max(answers, key=lambda d: answers[d])
+    probability = answers[winner]
+    if not probability >= calibration.need(stage, cards):
+        return Verdict(fallback, probability, "unclear", winner)
+    if transcript.kind in ANSWERS and winner != transcript:
+        return Verdict(UNCLEAR, probability, "disagree", winner)
+    if winner.releases and _meaning(likeliest):
+        return Verdict(likeliest, probability, "veto", winner)
+    if winner.releases and not _supported(winner, finite, calibration.support):
+        return Verdict(fallback, probability, "unsupported", winner)
+    return Verdict(winner, probability, "decided", winner)
+
+
+def _meaning(decision: Decision) -> bool:
+    return decision.kind is Kind.REFUSE and decision.reason in MEANING
+
+
+def _supported(winner: Decision, hypotheses: Sequence[Hypothesis], depth: int) -> bool:
+    """True when one of the first ``depth`` free transcripts of a language reads as ``winner``."""
+    return any(h.decision == winner and h.rank is not None and h.rank < depth for h in hypotheses)
