@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -216,8 +217,8 @@ def fit(args: argparse.Namespace) -> int:
             if not any(o == "wrong" for c, _, o in rows if c.calibration):
                 fitted[kind] = need
                 break
-        else:
-            fitted[kind] = 1.0
+        else:  # no threshold holds: that kind of answer is never released by voice
+            fitted[kind] = math.inf
     report: dict[str, object] = {
         "model": args.model,
         "languages": list(langs),

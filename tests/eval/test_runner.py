@@ -133,3 +133,28 @@ def test_answers_parse_whatever_the_status() -> None:
     )
     assert runner.parse_answer(500, None)[0] == "refuse"
     assert runner.parse_answer(422, {"decision": "confirm", "card": 1, "reason": "x"})[1] is None
+
+
+async def test_a_hundred_answers_from_one_user_are_all_decided_not_throttled(
+    tmp_path: Path,
+) -> None:
+    rows = []
+    for n in range(100):
+        sf.write(tmp_path / f"{n}.wav", np.full(1600 + n, 0.01, dtype=np.float32), 16000)
+        rows.append(json.dumps({"id": f"c{n}", "audio": f"{n}.wav", "cards": 1,
+                                "stage": "choose", "expect": "confirm", "class": "c",
+                                "lang": "en", "user": "u0"}))  # fmt: skip
+    (tmp_path / "m.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    cases = load(tmp_path / "m.jsonl")
+    async with runner.in_process(lambda _: Scripted(always=Decision(Kind.CONFIRM))) as harness:
+        results = await runner.evaluate(cases, harness, progress=False)
+    doc = summary(results)
+    assert (doc["correct"], doc["throttled"]) == (100, 0)
+
+
+def test_the_eval_defaults_to_the_servers_model_and_language() -> None:
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args(["--manifest", "m.jsonl"])
+    assert (args.model, args.langs) == (None, None)  # tiny.en and English, as voicegate serve
+    assert "tiny.en" in parser.format_help() and "default: en" in parser.format_help()
