@@ -74,7 +74,10 @@ def decide(
     senses = [s for s in segment(tokens, vocab, card_words) if s is None or s.word != Word.NOISE]
     if not senses:
         return refuse(Reason.NO_SPEECH)
-    return _meaning([s for s in senses if s is None or s.word != Word.FILLER], cards, stage)
+    # The answer was one word and nothing else: only then is "to" card two ("I want to" is not).
+    alone = senses[0] if len(senses) == 1 else None
+    content = [s for s in senses if s is None or s.word != Word.FILLER]
+    return _meaning(content, cards, stage, alone)
 
 
 def segment(
@@ -93,7 +96,9 @@ def segment(
     return senses
 
 
-def _meaning(content: list[Sense | None], cards: int, stage: Stage) -> Decision:
+def _meaning(
+    content: list[Sense | None], cards: int, stage: Stage, alone: Sense | None = None
+) -> Decision:
     """The decision for the phrases that carry meaning (fillers and noise removed)."""
     words = {s.word for s in content if s is not None}
     if Word.QUESTION in words:
@@ -104,8 +109,8 @@ def _meaning(content: list[Sense | None], cards: int, stage: Stage) -> Decision:
     if negation is not None:
         return negation
     numbers = {s.number for s in content if s is not None and s.word == Word.NUMBER}
-    alone = content[0] if len(content) == 1 else None
-    if cards == 1 and stage == Stage.CHOOSE and alone is not None and _bare_one(alone):
+    single = content[0] if len(content) == 1 else None
+    if cards == 1 and stage == Stage.CHOOSE and single is not None and _bare_one(single):
         # One card asks yes or no. A bare "one" is no yes: "on", "won" and "one" are one sound,
         # and a spoken "on" was heard "One." (docs/voice.md). "The first one" still chooses it.
         return refuse(Reason.NOT_UNDERSTOOD)

@@ -29,7 +29,7 @@ WINDOW_FRAMES = 3000
 HOP = 160
 # The quiet Whisper hears before the first loud frame. It learnt from windows where speech
 # rarely starts at the first frame; on FSDD's tightly cut takes, making up 0.5 s of quiet took
-# the closed-vocabulary check from 67 to 93 right of 120 (tiny.en, docs/voice.md). A clip that
+# the previous release's closed-vocabulary check from 67 to 93 right of 120 (tiny.en). A clip that
 # already starts quietly, as a recording from the approve page does, is heard as it is.
 LEAD_IN = SAMPLE_RATE // 2
 # A 10 ms frame is loud from 30 dB below the loudest frame of the clip.
