@@ -22,8 +22,7 @@ from voicegate.errors import ConfigError
 from voicegate.voice.normalise import QUESTION_MARK, normalise
 
 LANGS: tuple[str, ...] = ("en", "hi-Latn", "hi-Deva")
-# Package data, so a wheel install reads the same lexicons as a source checkout.
-LEXICON_DIR = Path(__file__).resolve().parents[1] / "lexicons"
+LEXICON_DIR = Path(__file__).resolve().parents[1] / "lexicons"  # package data, wheel or not
 SLOT_NUMBER = "{n}"
 SLOT_ORDINAL = "{ordinal}"
 
@@ -40,6 +39,7 @@ WORD_LISTS = (
     "noise",
 )
 NUMBER_MAPS = ("cardinals", "ordinals", "sound_alikes")
+TOP_KEYS = ("lang", "numbers", "sound_alikes", "homophones", "readings")
 READING_GROUPS = (
     "card",
     "yes",
@@ -125,18 +125,15 @@ class Readings:
 
 @dataclass(frozen=True, slots=True)
 class Lexicon:
-    """One language's consent words, normalised.
-
-    ``homophones`` are the sound-alikes no listener can tell from their number ("to", "won"):
-    a whole answer of one of them chooses that card at the choose stage, and inside a number
-    pattern ("number to") it is the number. Every other sound-alike always refuses.
-    """
+    """One language's consent words, normalised."""
 
     lang: str
     lists: Mapping[str, frozenset[str]]
     cardinals: Mapping[str, int]
     ordinals: Mapping[str, int]
     sound_alikes: Mapping[str, int]
+    # Sound-alikes no listener tells from their number ("to"): alone, or in a number pattern
+    # ("number to"), they are that number at the choose stage. Every other sound-alike refuses.
     homophones: frozenset[str]
     patterns: tuple[tuple[str, ...], ...]
     readings: Readings
@@ -162,14 +159,7 @@ def parse(data: Any, lang: str) -> Lexicon:
     if not isinstance(data, Mapping):
         raise ConfigError(f"lexicon {lang}: expected a mapping at the top")
     # YAML reads a bare yes/no key as a boolean: quote it.
-    unknown = set(data) - {
-        "lang",
-        "numbers",
-        "sound_alikes",
-        "homophones",
-        "readings",
-        *WORD_LISTS,
-    }
+    unknown = set(data) - {*TOP_KEYS, *WORD_LISTS}
     if unknown:
         raise ConfigError(f"lexicon {lang}: unknown keys {sorted(map(repr, unknown))}")
     lists = {name: _phrases(data, name, lang) for name in WORD_LISTS}
@@ -182,8 +172,7 @@ def parse(data: Any, lang: str) -> Lexicon:
     }
     patterns = tuple(_pattern(p, lang) for p in _strings(numbers, "patterns", lang))
     homophones = frozenset(normalise(p) for p in _strings(data, "homophones", lang))
-    if not homophones <= set(maps["sound_alikes"]):
-        strays = sorted(homophones - set(maps["sound_alikes"]))
+    if strays := sorted(homophones - set(maps["sound_alikes"])):
         raise ConfigError(f"lexicon {lang}: homophones {strays} are not sound_alikes")
     lexicon = Lexicon(
         lang=lang,
