@@ -36,7 +36,7 @@ from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, consent, decision
-from voicegate.voice.pipeline import LEXICONS, SPOKEN, hypotheses
+from voicegate.voice.pipeline import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.transcribe import Heard, Hearing, Utterance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,9 +166,7 @@ def verdicts(
     hearing: Hearing, rs: list[consent.Reading], cards: int, stage: Stage
 ) -> tuple[Decision, list[decision.Hypothesis]]:
     """The grammar's reading of the best transcript and every hypothesis, as the server has them."""
-    same = decision.one_card if cards == 1 and stage is Stage.CHOOSE else (lambda d: d)
-    transcript = same(consent.decide(hearing.text, cards, stage))
-    return transcript, hypotheses(rs, hearing, cards, stage)
+    return reading_of(hearing.text, cards, stage), hypotheses(rs, hearing, cards, stage)
 
 
 def outcome(clip: Clip, cards: int, d: Decision) -> str:

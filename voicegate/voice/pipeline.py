@@ -69,7 +69,7 @@ def hypotheses(
 
     With one card open, choosing card 1 and yes release the same action: they are one decision.
     """
-    same = decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
+    same = _merge(cards, stage)
     scores = dict(hearing.scores)
     # A free transcript spelt exactly like a reading is that reading, counted once.
     covered = {h.reading for h in hearing.hypotheses if h.reading is not None}
@@ -83,9 +83,18 @@ def hypotheses(
     ranks: dict[str, int] = {}
     for heard in hearing.hypotheses:
         rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
-        meaning = same(consent.decide(heard.text, cards, stage, card_words))
+        meaning = reading_of(heard.text, cards, stage, card_words)
         out.append(decision.Hypothesis(heard.text, meaning, heard.score, heard.language, rank))
     return out
+
+
+def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:
+    """The grammar's decision for one transcript, card 1 and yes merged on a single card."""
+    return _merge(cards, stage)(consent.decide(text, cards, stage, card_words))
+
+
+def _merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:
+    return decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
 
 
 def _same(d: Decision) -> Decision:
@@ -198,8 +207,7 @@ class VoicePipeline:
             refusal = Decision(Kind.REFUSE, reason=hearing.refusal)
             verdict = decision.Verdict(refusal, 0.0, "recogniser")
         else:
-            same = decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
-            transcript = same(consent.decide(hearing.text, cards, stage, card_words))
+            transcript = reading_of(hearing.text, cards, stage, card_words)
             scored = hypotheses(readings, hearing, cards, stage, card_words)
             verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
         timings["grammar"] = _ms(self._clock() - t3)
