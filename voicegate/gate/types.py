@@ -116,6 +116,16 @@ class FirstYes:
 
 
 @dataclass(frozen=True, slots=True)
+class Choice:
+    """A choice among alternatives, as its receipt keeps it: the question, every option shown
+    (each card's text, in order) and the one the user chose (1-based)."""
+
+    question: str
+    options: tuple[str, ...]
+    chosen: int
+
+
+@dataclass(frozen=True, slots=True)
 class PendingSet:
     """1 to 5 cards waiting for the user's answer. ``nonce`` never leaves for the agent."""
 
@@ -237,6 +247,7 @@ class Receipt:
     result: Any = None
     error: str | None = None
     first_yes: FirstYes | None = None
+    choice: Choice | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
@@ -244,14 +255,15 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes`` is left out when there is none, so receipts written before it existed
-        keep their digests.
+        ``first_yes`` and ``choice`` are left out when there is none, so receipts written
+        before they existed keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        if data["first_yes"] is None:
-            del data["first_yes"]
+        for optional in ("first_yes", "choice"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 
@@ -323,8 +335,15 @@ def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
             "modality": opt(Modality, data.get("modality")),
             "input": opt(InputKind, data.get("input")),
             "first_yes": first_yes_from_dict(data.get("first_yes")),
+            "choice": choice_from_dict(data.get("choice")),
         }
     )
+
+
+def choice_from_dict(data: Mapping[str, Any] | None) -> Choice | None:
+    if data is None:
+        return None
+    return Choice(str(data["question"]), tuple(data["options"]), int(data["chosen"]))
 
 
 def device_from_dict(data: Mapping[str, Any]) -> Device:
