@@ -59,7 +59,9 @@ class ModelInfo:
     size: int
     sha256: str
     status: (
-        str  # "ok", "present" (sizes only), "not_assembled", "missing", "bad_size", "bad_checksum"
+        # "ok", "present" (sizes only), "not_assembled", "missing", "bad_size", "bad_checksum",
+        # or "not_installed" (none of its packages: an optional extra)
+        str
     )
     languages: tuple[str, ...]
     problem: str = ""
@@ -299,11 +301,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
+def installed(name: str) -> bool:
+    """Whether any package the model comes from is installed (an optional model may be absent)."""
+    return any(_package_dir(pkg) is not None for f in _spec(name).files for pkg, _ in f.parts)
+
+
 def run(args: argparse.Namespace) -> int:
-    """List the known models; with --verify, assemble and checksum them (exit 1 if any fails)."""
+    """List the known models; with --verify, assemble and checksum them.
+
+    Exit 1 when an installed model fails, or when no model is installed at all; a model whose
+    packages are all absent (an extra not chosen, such as ``[hindi]``) is listed as
+    ``not_installed`` with the command that installs it.
+    """
     infos: list[ModelInfo] = []
     for name in known():
-        if args.verify:
+        if not installed(name):
+            hint = f"optional; install it with: {_spec(name).install}"
+            infos.append(ModelInfo(name, "", 0, "", "not_installed", _spec(name).languages, hint))
+        elif args.verify:
             try:
                 infos.append(verify(name))
             except ModelError as exc:
@@ -318,5 +333,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{i.name:8} {i.status:14} {i.size:>11} {i.sha256[:16]}  {i.path}")
             if i.problem:
                 print(f"{'':8} {i.problem}")
-    bad = [i for i in infos if i.status not in ("ok", "present", "not_assembled")]
-    return 1 if bad or (args.verify and any(i.status != "ok" for i in infos)) else 0
+    present = [i for i in infos if i.status != "not_installed"]
+    bad = [i for i in present if i.status not in ("ok", "present", "not_assembled")]
+    failed = args.verify and any(i.status != "ok" for i in present)
+    return 1 if bad or failed or not present else 0
