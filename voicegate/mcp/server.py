@@ -95,7 +95,7 @@ class GatedTools:
         listed = [
             tool_list.present(t, self.catalog.classify(t.name)) for t in await self.catalog.tools()
         ]
-        return ListToolsResult(tools=[*listed, *tool_list.OWN_TOOLS])
+        return ListToolsResult(tools=[*listed, *tool_list.OWN_TOOL_LIST])
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: CallToolRequestParams

@@ -12,7 +12,7 @@ from mcp.types import Tool, ToolAnnotations
 from voicegate.mcp import choices, token_mode
 from voicegate.mcp.policy import Classification, Mode
 
-__all__ = ["INSTRUCTIONS", "OWN_TOOLS", "present"]
+__all__ = ["INSTRUCTIONS", "OWN_TOOL_LIST", "present"]
 
 INSTRUCTIONS = """\
 This server sits in front of another MCP server. Read tools run at once.
@@ -60,7 +60,7 @@ _PENDING_ID_SCHEMA: dict[str, Any] = {
     "required": ["pending_id"],
 }
 
-OWN_TOOLS = (
+OWN_TOOL_LIST = (
     Tool(
         name="pending_status",
         description=(
