@@ -123,7 +123,10 @@ def hear(args: argparse.Namespace) -> int:
             except AudioRefused as exc:  # refused before the recogniser, as the server does
                 h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
             else:
-                h = transcriber.transcribe_many([Utterance(samples, langs, texts, spoken)])[0]
+                # Asked as the server asks it: which of five cards (FSDD), or yes or no.
+                question = "card" if clip.set == "fsdd" else "yes"
+                utterance = Utterance(samples, langs, texts, spoken, question=question)
+                h = transcriber.transcribe_many([utterance])[0]
             record = {
                 "id": clip.id,
                 "text": h.text,

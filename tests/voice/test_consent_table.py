@@ -67,8 +67,9 @@ def test_each_reading_decides_to_its_own_decision(lang: str, cards: int, stage: 
 @pytest.mark.parametrize("cards", [1, 3, 5])
 @pytest.mark.parametrize("lang", LANGS)
 def test_readings_stay_short(lang: str, cards: int, stage: Stage) -> None:
-    # Each reading is one forced sequence to score: about 5 ms each on 2 CPU cores.
-    assert 5 <= len(readings(cards, stage, (lang,))) <= 33
+    # Each reading is one forced sequence to score: about 5 ms each on 2 CPU cores, less for the
+    # one-token numbers that share a batch (up to ten of them among several cards).
+    assert 5 <= len(readings(cards, stage, (lang,))) <= 42
 
 
 @pytest.mark.parametrize("cards", [1, 2, 3, 4, 5])

@@ -132,8 +132,12 @@ async def test_the_same_recording_twice_is_refused_as_reused() -> None:
 async def test_readings_of_the_grammar_are_sent_to_the_recogniser() -> None:
     fake = FakeTranscriber([heard("Two.")])
     await VoicePipeline(fake, None).decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
-    assert {"two", "the second one", "three", "cancel"} <= set(fake.calls[0].candidates)
-    assert "five" not in fake.calls[0].candidates
+    sent = fake.calls[0]
+    assert {"two", "the second one", "three", "cancel"} <= set(sent.candidates)
+    # A number no card has is sent as its competitor, never as a card of its own.
+    assert {"four", "five"} <= set(sent.candidates)
+    assert "number five" not in sent.candidates and "the fifth one" not in sent.candidates
+    assert sent.question == "card"
 
 
 async def test_result_carries_timings_transcript_and_recogniser() -> None:

@@ -39,6 +39,21 @@ CALIBRATIONS: Mapping[str, Calibration] = {
 }
 
 
+# The question each model is told was asked (Whisper's previous-text prompt, voice/prompts.py),
+# per kind of question ("card": which of several cards; "yes": a yes-or-no question) and
+# language. A model's thresholds hold only for the prompts it was fitted with, so they live here.
+# A yes-or-no question has none: told "Yes or no?", tiny.en heard two spoken "left"s as "Yes."
+# (one of them "Thank you." untold), for 4 more right of 50 "yes" (docs/voice.md).
+PROMPTS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
+    "tiny.en": {"card": {"en": "One, two, three, four, five."}},
+}
+
+
 def of(model: str) -> Calibration:
     """The calibration of ``model``; ``UNCALIBRATED`` (nothing released) when it has none."""
     return CALIBRATIONS.get(model, UNCALIBRATED)
+
+
+def prompt(model: str, question: str, language: str) -> str:
+    """The question ``model`` is told was asked, for a ``question`` kind in ``language``."""
+    return PROMPTS.get(model, {}).get(question, {}).get(language, "")

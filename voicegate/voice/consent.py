@@ -270,11 +270,14 @@ def _expand(
         # On a single card a bare "one" is no answer (``_bare_one``); it still competes.
         bare = refuse(Reason.NOT_UNDERSTOOD) if cards == 1 else None
         if group == "card" and choosing:
+            alone = template.strip() == SLOT_NUMBER
             for card in range(1, cards + 1):
                 text = _fill(template, card, lexicon)
                 if text is not None:
-                    alone = template.strip() == SLOT_NUMBER
                     yield text, (bare if alone and bare else Decision(Kind.CHOOSE, card=card))
+            # Among several cards (a "card" question); a yes question has its own competitors.
+            if alone and cards > 1:
+                yield from _other_numbers(lexicon, cards)
         elif group == "homophone" and choosing:
             card = lexicon.sound_alikes.get(normalise(template), cards + 1)
             if card <= cards:
@@ -296,6 +299,19 @@ _FIXED = {
     "negation": refuse(Reason.NEGATION),
     "question": refuse(Reason.QUESTION),
 }
+
+
+def _other_numbers(lexicon: Lexicon, cards: int) -> Iterator[tuple[str, Decision]]:
+    """The numbers no open card has, each a refusal: the nearest competitors of the cards'.
+
+    A "six" heard a little like "three" must count against card three, not be left out of the
+    sum. Sound-alikes of other words are left out ("do", "nau"): alone they are no number.
+    """
+    for word, number in lexicon.cardinals.items():
+        other = (number == 0 or number > cards) and word not in lexicon.sound_alikes
+        # The first word for each number only (as a card's reading has), never a sound-alike.
+        if other and _fill(SLOT_NUMBER, number, lexicon) == word:
+            yield word, refuse(Reason.OUT_OF_RANGE)
 
 
 def _fill(template: str, card: int, lexicon: Lexicon) -> str | None:

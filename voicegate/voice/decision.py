@@ -79,7 +79,12 @@ class Calibration:
 
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""
-        return self.card if stage is Stage.CHOOSE and cards > 1 else self.yes
+        return self.card if question(stage, cards) == "card" else self.yes
+
+
+def question(stage: Stage, cards: int) -> str:
+    """The kind of question a set asks: "card" (which of several) or "yes" (yes or no)."""
+    return "card" if stage is Stage.CHOOSE and cards > 1 else "yes"
 
 
 # Nothing is released by voice through a model that was never calibrated.

@@ -196,6 +196,7 @@ class VoicePipeline:
             self.languages,
             tuple(r.text for r in readings),
             tuple(SPOKEN.get(r.lang, "en") for r in readings),
+            question=decision.question(stage, cards),
         )
         try:
             hearing = await self._hear(utterance)

@@ -87,12 +87,15 @@ class Utterance:
 
     ``candidate_languages`` names the Whisper language each candidate is scored in, in the same
     order; when it is empty every candidate is scored in the first allowed language.
+    ``question`` is the kind of question the answer is to, as the calibration names it:
+    ``"card"`` (which of several cards) or ``"yes"`` (yes or no); "" for none.
     """
 
     samples: Samples
     languages: tuple[str, ...] = ("en",)
     candidates: tuple[str, ...] = ()
     candidate_languages: tuple[str, ...] = ()
+    question: str = ""
 
     def language_of(self, index: int) -> str:
         """The Whisper language candidate ``index`` is scored in."""

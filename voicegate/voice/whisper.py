@@ -7,7 +7,9 @@ over the whole vocabulary: the log-probability of each of its tokens and then of
 "yes" is not scored as the start of "yesterday". (``Whisper.align`` cannot give this: it
 normalises over text tokens only, and end-of-text gets no probability there.) With more than
 one language, a text's score also holds the language's own probability from Whisper's language
-detection, so every score is log P(text, language | audio) and all of them compare.
+detection, so every score is log P(text, language | audio) and all of them compare. Where the
+model's calibration names one, the question asked comes first as Whisper's previous text
+(voice/prompts.py), for the free transcripts and the readings alike.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy.typing as npt
 from voicegate.errors import ModelError
 from voicegate.reasons import Reason
 from voicegate.voice import calibration, models
+from voicegate.voice.prompts import Prompt, spelled
 from voicegate.voice.transcribe import (
     HOP,
     WINDOW_FRAMES,
@@ -49,8 +52,6 @@ SCORE_TAIL_FRAMES = 50
 # and scoring a language is most of the cost of a clip.
 MIN_LANGUAGE_SHARE = 1e-3
 DEFAULT_THRESHOLDS = Thresholds()
-# Final punctuation copied from a free transcript onto the readings scored beside it.
-FINAL_MARKS = ".!?।"
 
 
 class FasterWhisperTranscriber:
@@ -94,7 +95,7 @@ class FasterWhisperTranscriber:
         self._thresholds = thresholds
         self._max_new_tokens = max_new_tokens
         self._clock = clock
-        self._toks: dict[str, _Tok] = {}
+        self._prompts: dict[tuple[str, str], Prompt] = {}
 
     def transcribe(
         self,
@@ -121,7 +122,7 @@ class FasterWhisperTranscriber:
         t1 = self._clock()
         priors = self._priors(full, [self._spoken(u) for u in utterances])
         spoken = [tuple(prior) for prior in priors]
-        free = self._free(full, spoken)
+        free = self._free(full, spoken, [u.question for u in utterances])
         t2 = self._clock()
         scores = self._scores(full, utterances, spoken, free)
         t3 = self._clock()
@@ -149,7 +150,7 @@ class FasterWhisperTranscriber:
             return Hearing("", "", 0.0, 0.0, timings_ms=dict(timings),
                            refusal=Reason.LANGUAGE_UNAVAILABLE)  # fmt: skip
         spelt = {
-            (lang, _spelled(text, free[lang].texts[0])): text
+            (lang, spelled(text, free[lang].texts[0])): text
             for k, text in enumerate(u.candidates)
             for lang in [u.language_of(k)]
             if lang in free
@@ -226,20 +227,25 @@ class FasterWhisperTranscriber:
             priors[i] = {lang: float(np.log(share)) for share, lang in reversed(kept)}
         return priors
 
-    def _free(self, full: Any, spoken: Sequence[tuple[str, ...]]) -> list[dict[str, _Free]]:
+    def _free(
+        self, full: Any, spoken: Sequence[tuple[str, ...]], questions: Sequence[str]
+    ) -> list[dict[str, _Free]]:
         """The beam search's transcripts of each clip in each of its languages."""
         import ctranslate2
 
         out: list[dict[str, _Free]] = [{} for _ in spoken]
-        for lang in sorted({lang for langs in spoken for lang in langs}):
-            rows = [i for i, langs in enumerate(spoken) if lang in langs]
-            tok = self._tokenizer(lang)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, langs in enumerate(spoken):
+            for lang in langs:
+                groups.setdefault((lang, self._context(questions[i], lang)), []).append(i)
+        for (lang, context), rows in sorted(groups.items()):
+            tok = self._prompt(lang, context)
             results = self._model.generate(
                 ctranslate2.StorageView.from_array(np.ascontiguousarray(full[rows])),
-                [tok.sot_sequence_without_timestamps for _ in rows],
+                [tok.tokens for _ in rows],
                 beam_size=BEAM,
                 num_hypotheses=BEAM,
-                max_length=self._max_new_tokens,
+                max_length=self._max_new_tokens + tok.extra_length,
                 return_scores=True,
                 return_no_speech_prob=True,
                 suppress_blank=True,
@@ -260,19 +266,24 @@ class FasterWhisperTranscriber:
     ) -> list[dict[tuple[str, str], float]]:
         """Whole-sequence log P(text | audio, language) of every reading and free transcript."""
         out: list[dict[tuple[str, str], float]] = [{} for _ in utterances]
-        for lang in sorted({lang for langs in spoken for lang in langs}):
-            tok = self._tokenizer(lang)
+        asked = {
+            (lang, self._context(u.question, lang))
+            for u, langs in zip(utterances, spoken, strict=True)
+            for lang in langs
+        }
+        for lang, context in sorted(asked):
+            tok = self._prompt(lang, context)
             rows: list[int] = []
             owners: list[tuple[int, str]] = []
             seqs: list[list[int]] = []
             for i, u in enumerate(utterances):
-                if lang not in spoken[i]:
+                if lang not in spoken[i] or self._context(u.question, lang) != context:
                     continue
                 heard = free[i][lang].texts
                 texts = {text: text for text in heard if text}
                 for k, text in enumerate(u.candidates):
                     if u.language_of(k) == lang and text not in texts:
-                        texts[text] = _spelled(text, heard[0])
+                        texts[text] = spelled(text, heard[0])
                 for text, spelling in texts.items():
                     ids = tok.encode(" " + spelling)
                     if ids:
@@ -289,7 +300,7 @@ class FasterWhisperTranscriber:
         return out
 
     def _forced(
-        self, full: Any, rows: list[int], keep: int, tok: _Tok, seqs: list[list[int]]
+        self, full: Any, rows: list[int], keep: int, tok: Prompt, seqs: list[list[int]]
     ) -> list[float]:
         """Each token sequence's log-probability, end-of-text included.
 
@@ -311,7 +322,7 @@ class FasterWhisperTranscriber:
         full: Any,
         rows: list[int],
         keep: int,
-        tok: _Tok,
+        tok: Prompt,
         seqs: list[list[int]],
         group: list[int],
     ) -> list[float]:
@@ -322,12 +333,12 @@ class FasterWhisperTranscriber:
             ctranslate2.StorageView.from_array(
                 np.ascontiguousarray(full[[rows[k] for k in group], :keep])
             ),
-            [[*tok.sot_sequence_without_timestamps, *ids] for ids in chosen],
+            [[*tok.tokens, *ids] for ids in chosen],
             beam_size=1,
             # CTranslate2 runs at most max_length // 2 steps for Whisper, forced ones included:
             # the tokens, end-of-text and one spare. A sequence that still got fewer steps than
             # it needs scores minus infinity below.
-            max_length=2 * (len(chosen[0]) + 2),
+            max_length=2 * (len(chosen[0]) + 2) + tok.extra_length,
             return_logits_vocab=True,
             # Scored as the model gives them: no token is suppressed or forced out.
             suppress_blank=False,
@@ -347,10 +358,15 @@ class FasterWhisperTranscriber:
             scores.append(total)
         return scores
 
-    def _tokenizer(self, lang: str) -> _Tok:
-        if lang not in self._toks:
-            self._toks[lang] = _Tok(self._tokens, self.multilingual, lang)
-        return self._toks[lang]
+    def _context(self, question: str, lang: str) -> str:
+        """The question this model is told was asked, in ``lang`` ("" for none)."""
+        return calibration.prompt(self.model, question, lang)
+
+    def _prompt(self, lang: str, context: str) -> Prompt:
+        key = (lang, context)
+        if key not in self._prompts:
+            self._prompts[key] = Prompt(self._tokens, self.multilingual, lang, context)
+        return self._prompts[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,31 +376,3 @@ class _Free:
     texts: tuple[str, ...]
     no_speech_prob: float
     avg_logprob: float
-
-
-class _Tok:
-    """faster-whisper's tokenizer with the no-timestamps prompt spelled out."""
-
-    def __init__(self, tokens: Any, multilingual: bool, language: str) -> None:
-        from faster_whisper.tokenizer import Tokenizer
-
-        self._tok = Tokenizer(tokens, multilingual, task="transcribe", language=language)
-        self.eot: int = int(self._tok.eot)
-        self.sot_sequence_without_timestamps = [*self._tok.sot_sequence, self._tok.no_timestamps]
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text))
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return str(self._tok.decode([i for i in ids if i < self._tok.eot]))
-
-
-def _spelled(text: str, heard: str) -> str:
-    """A reading written the way the clip's best free transcript is: capital and final mark."""
-    text = text.strip()
-    if heard[:1].isupper():
-        text = text[:1].upper() + text[1:]
-    # An empty string is "in" every string: test the last character only when there is one.
-    if heard and heard[-1] in FINAL_MARKS and not (text and text[-1] in FINAL_MARKS):
-        text += heard[-1]
-    return text

@@ -1,0 +1,52 @@
+"""What Whisper's decoder is given before the answer: the task tokens and the question asked.
+
+A listener who knows the question hears "five" where a stranger hears "Bye". Whisper takes the
+same hint as text that came before the clip (its previous-text prompt): the decoder then reads
+every transcript and every reading after ``<|startofprev|> One, two, three, four, five.``.
+Which question text a model is told is part of its calibration (``voice.calibration``): its
+thresholds were fitted on scores made with exactly that prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["FINAL_MARKS", "Prompt", "spelled"]
+
+# Final punctuation copied from a free transcript onto the readings scored beside it.
+FINAL_MARKS = ".!?।"
+
+
+class Prompt:
+    """faster-whisper's tokenizer for one language, with the decoder's prompt spelled out."""
+
+    def __init__(self, tokens: Any, multilingual: bool, language: str, context: str = "") -> None:
+        from faster_whisper.tokenizer import Tokenizer
+
+        self._tok = Tokenizer(tokens, multilingual, task="transcribe", language=language)
+        self.eot: int = int(self._tok.eot)
+        before = [self._tok.sot_prev, *self.encode(" " + context.strip())] if context else []
+        self.tokens: list[int] = [*before, *self._tok.sot_sequence, self._tok.no_timestamps]
+        # CTranslate2 counts the previous text against ``max_length``, two for each token (as
+        # it counts a forced step): a longer ``max_length`` by this much keeps every step.
+        self.extra_length = 2 * len(before)
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of ``text``."""
+        return list(self._tok.encode(text))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens left out."""
+        return str(self._tok.decode([i for i in ids if i < self._tok.eot]))
+
+
+def spelled(text: str, heard: str) -> str:
+    """A reading written the way the clip's best free transcript is: capital and final mark."""
+    text = text.strip()
+    if heard[:1].isupper():
+        text = text[:1].upper() + text[1:]
+    # An empty string is "in" every string: test the last character only when there is one.
+    if heard and heard[-1] in FINAL_MARKS and not (text and text[-1] in FINAL_MARKS):
+        text += heard[-1]
+    return text
