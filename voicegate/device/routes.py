@@ -246,7 +246,7 @@ def device_router(services: Services) -> APIRouter:
 
     @router.post("/more-time", response_model=PendingOut, openapi_extra=_SIGNED)
     async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
-        """More time to decide (WCAG 2.2.1): the set's clock restarts; it never shortens."""
+        """More time to decide (WCAG 2.2.1): the stage's TTL is added to the deadline."""
         extended = await gate.extend(body.pending_id, user=device.user)
         return PendingOut.of(extended, now=clock(), max_extensions=gate.max_extensions)
 

@@ -268,7 +268,12 @@ class Gate:
         return await self._release(evidence, pending, chosen, checks)
 
     async def extend(self, pending_id: str, *, user: str) -> PendingSet:
-        """More time (WCAG 2.2.1): the deadline becomes max(old, now + the stage's TTL)."""
+        """More time (WCAG 2.2.1): the stage's TTL is added to the deadline, at most
+        ``max_extensions`` times.
+
+        Adding, not resetting to now + TTL: asked for right after a card appears, a reset would
+        gain a few seconds and still spend one of the extensions.
+        """
         for _ in range(SWAP_ATTEMPTS):
             pending = await self._get(pending_id)
             self._require_owner(pending, user)
@@ -280,7 +285,7 @@ class Gate:
             if pending.extensions >= self.max_extensions:
                 raise Refused(Reason.EXTENSION_LIMIT)
             extended = pending.replace(
-                deadline=max(pending.deadline, now + pending.ttl),
+                deadline=pending.deadline + pending.ttl,
                 extensions=pending.extensions + 1,
             )
             if await self.store.pending.swap(pending, extended):
