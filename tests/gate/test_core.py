@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 
 import pytest
 
@@ -204,6 +205,7 @@ async def test_a_high_risk_receipt_keeps_both_yeses_and_their_checks(store, cloc
         "evidence_fresh",
         "words_choose_one_card",
         "action_unchanged",
+        "shown_in_full",
         "registered_write",
         "evidence_consumed_once",
         "nonce_consumed_once",
@@ -272,7 +274,7 @@ async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(store, clo
     for _ in range(10):
         clock.advance(60)
         deadlines.append((await gate.extend(pending.id, user="u1")).deadline)
-    assert [b - a for a, b in zip(deadlines, deadlines[1:])] == [gate.choose_ttl] * 10
+    assert [b - a for a, b in itertools.pairwise(deadlines)] == [gate.choose_ttl] * 10
     with pytest.raises(Refused) as refused:
         await gate.extend(pending.id, user="u1")
     assert refused.value.reason is Reason.EXTENSION_LIMIT

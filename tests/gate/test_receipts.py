@@ -138,6 +138,7 @@ EDITS: dict[str, Any] = {
         chosen=2,
         transcript="doosra",
     ),
+    "shown_text": 'tool: write_note\n  text = "the whole of it"',
 }
 
 

@@ -248,6 +248,14 @@ class Gate:
                 evidence, pending, checks.fail("action_unchanged", Reason.ACTION_CHANGED), checks
             )
         checks.ok("action_unchanged")
+        if not _shown_enough(action, chosen, evidence):
+            return self._refused(
+                evidence,
+                pending,
+                checks.fail("shown_in_full", Reason.NOT_SHOWN_IN_FULL),
+                checks,
+            )
+        checks.ok("shown_in_full")
         if not self.is_write(action.tool):
             return self._refused(
                 evidence, pending, checks.fail("registered_write", Reason.NOT_A_WRITE), checks
@@ -742,6 +750,8 @@ class Gate:
             result=result,
             error=error,
             first_yes=pending.first_yes,
+            # A device release passed ``shown_in_full``: the screen held the whole text.
+            shown_text=card.full(action.tool, action.arguments) if evidence else None,
         )
 
     async def _append(self, draft: Receipt) -> Receipt:
@@ -874,3 +884,14 @@ def _placeholder(evidence: Evidence) -> PendingSet:
         ttl=0.0,
         status=Status.EXPIRED,
     )
+
+
+def _shown_enough(action: Action, chosen: int, evidence: Evidence) -> bool:
+    """A card shortened for display releases only when the device showed its full text.
+
+    A card that was not cut showed everything already. The device names what it showed in the
+    signed answer; a device that names nothing is taken to have shown the short text only.
+    """
+    if card.full(action.tool, action.arguments) == action.card_text:
+        return True
+    return chosen in evidence.shown_in_full

@@ -162,6 +162,8 @@ class Evidence:
     recogniser: str | None = None
     model: str | None = None
     fingerprint_id: str | None = None
+    # The card numbers whose full text the device had on screen (a shortened card needs it).
+    shown_in_full: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +239,8 @@ class Receipt:
     result: Any = None
     error: str | None = None
     first_yes: FirstYes | None = None
+    # The whole text the device showed for this action when the user said yes.
+    shown_text: str | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
@@ -244,14 +248,15 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes`` is left out when there is none, so receipts written before it existed
-        keep their digests.
+        ``first_yes`` and ``shown_text`` are left out when there are none, so receipts written
+        before they existed keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        if data["first_yes"] is None:
-            del data["first_yes"]
+        for name in ("first_yes", "shown_text"):
+            if data[name] is None:
+                del data[name]
         return data
 
 
