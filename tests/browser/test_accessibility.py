@@ -95,57 +95,61 @@ def test_axe_finds_no_violation_in_any_page_state(
 ) -> None:
     found: dict[str, list[dict[str, Any]]] = {}
     with open_page(browser, server, scheme, width=NARROW) as page:
+
+        def check(state: str) -> None:
+            found[state] = audit(page, axe_source, state, scheme)
+
         page.add_init_script(SLOW_MICROPHONE + HELD_PAIRING)
         server.clock.offset += BUDGET_WINDOW
         page.goto("/approve")
         code = page.get_by_label("Pairing code")
         code.wait_for()
-        found["1-unpaired"] = audit(page, axe_source, "1-unpaired", scheme)
+        check("01-unpaired")
 
         code.fill("0000 0000")
         page.get_by_role("button", name="Pair this device").click()
         expect(code).to_have_attribute("aria-invalid", "true")
-        found["2-wrong-code"] = audit(page, axe_source, "2-wrong-code", scheme)
+        check("02-wrong-code")
 
         page.evaluate("window.holdPairing = true")
         code.fill(server.code())
         page.get_by_role("button", name="Pair this device").click()
         expect(page.locator("#pair-form")).to_have_attribute("aria-busy", "true")
-        found["3-pairing"] = audit(page, axe_source, "3-pairing", scheme)
+        check("03-pairing")
         page.evaluate("window.releasePairing()")
         page.locator("#cards-section").wait_for(state="visible")
         expect(page.locator("#empty")).to_be_visible()
-        found["4-nothing-waiting"] = audit(page, axe_source, "4-nothing-waiting", scheme)
+        check("04-nothing-waiting")
 
         choice = server.run(server.gate.propose("asha", NOTES, risk=Risk.LOW))
         long = server.run(server.gate.propose("asha", [LONG], risk=Risk.LOW))
         approve_button(page, long).wait_for()
         approve_button(page, choice, 2).wait_for()
-        found["5-cards"] = audit(page, axe_source, "5-cards", scheme)
+        check("05-cards")
         page.locator(f'[data-pending-id="{long.id}"] button.expand').click()
         expect(page.locator(f'[data-pending-id="{long.id}"] .text')).to_contain_text("mallory")
-        found["6-card-shown-in-full"] = audit(page, axe_source, "6-card-shown-in-full", scheme)
+        check("06-card-shown-in-full")
 
         speak = page.locator(f'[data-pending-id="{choice.id}"] button.speak')
         speak.click()
         expect(speak).to_have_attribute("aria-pressed", "true")
-        found["7-recording"] = audit(page, axe_source, "7-recording", scheme)
+        check("07-recording")
         speak.click()  # stop before the microphone starts: a near-empty recording
         page.evaluate("window.startMicrophone()")
         result = page.locator("#result")
         expect(result).to_have_attribute("data-released", "false", timeout=60_000)
-        found["8-voice-result"] = audit(page, axe_source, "8-voice-result", scheme)
+        check("08-voice-result")
 
         approve_button(page, long).click()
         expect_success(page, "write_note 'groceries'")
-        found["9-result"] = audit(page, axe_source, "9-result", scheme)
+        check("09-result")
 
         server.run(server.gate.cancel(choice.id, user="asha"))
         risky = server.run(server.gate.propose("asha", NOTES, risk=Risk.HIGH))
         approve_button(page, risky, 2).click()
         final = page.locator(f'[data-pending-id="{risky.id}"].final button.approve')
         expect(final).to_have_text("Approve")
-        found["10-high-risk-final"] = audit(page, axe_source, "10-high-risk-final", scheme)
+        check("10-high-risk-final")
         server.run(server.gate.cancel(risky.id, user="asha"))
     assert found == {state: [] for state in found}
 
