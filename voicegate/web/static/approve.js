@@ -1,11 +1,10 @@
 // The approve page: pair once, then show this user's waiting cards and send signed answers.
-// Modules: device.js (key and signed requests), cards.js (one set on screen), voice.js (the
-// Speak button), texts.js (what the page says), dom.js (helpers).
+// Modules: device.js (key and signed requests), pairing.js, cards.js (one set on screen),
+// voice.js (the Speak button), texts.js (what the page says), dom.js (helpers).
 
 import { $, el, say } from "/approve/dom.js";
-import {
-  forgetDevice, loadDevice, makeKeys, now, postJson, saveDevice, session, signedFetch, syncClock,
-} from "/approve/device.js";
+import { forgetDevice, loadDevice, now, postJson, session, signedFetch } from "/approve/device.js";
+import { bindPairing } from "/approve/pairing.js";
 import { buildSet, tick as tickSets } from "/approve/cards.js";
 import { answerLines, cardLabels, setLabel, timeWords } from "/approve/texts.js";
 import { speakButton } from "/approve/voice.js";
@@ -39,58 +38,6 @@ function nameFor(pendingId, card) {
 function expandedOf(id) {
   if (!state.expanded.has(id)) state.expanded.set(id, new Set());
   return state.expanded.get(id);
-}
-
-// ---- pairing ------------------------------------------------------------------------------
-
-function codeInvalid(message) {
-  $("pair-error").textContent = message;
-  $("pair-code").setAttribute("aria-invalid", "true");
-  $("pair-code").focus();
-}
-
-async function pair(event) {
-  event.preventDefault();
-  const code = $("pair-code").value.trim();
-  $("pair-error").textContent = "";
-  $("pair-code").removeAttribute("aria-invalid");
-  if (!/^[0-9 -]{8,12}$/.test(code)) {
-    codeInvalid("The code is 8 digits.");
-    return;
-  }
-  $("pair-button").disabled = true;
-  $("pair-form").setAttribute("aria-busy", "true");
-  $("pair-status").textContent = "Pairing…";
-  try {
-    const made = await makeKeys();
-    const response = await fetch("/device/pair", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({
-        code,
-        name: $("pair-name").value.trim() || navigator.platform || "",
-        public_key: made.publicKey,
-      }),
-    });
-    syncClock(response);
-    const answer = await response.json();
-    if (!response.ok) {
-      codeInvalid(answer.next_step || "Pairing failed.");
-      return;
-    }
-    session.device = { id: answer.device_id, user: answer.user, kind: answer.kind, keys: made.keys };
-    await saveDevice(session.device);
-    showCards();
-    say(`Paired. This device now answers for ${answer.user}.`);
-    $("cards-title").focus();
-  } catch (err) {
-    $("pair-error").textContent =
-      "Pairing failed: this page needs a secure address (https or localhost).";
-  } finally {
-    $("pair-button").disabled = false;
-    $("pair-form").removeAttribute("aria-busy");
-    $("pair-status").textContent = "";
-  }
 }
 
 function showPairing(message = "") {
@@ -412,8 +359,11 @@ document.addEventListener("keydown", (event) => {
 });
 
 async function start() {
-  $("pair-form").addEventListener("submit", pair);
-  $("pair-code").addEventListener("input", () => $("pair-code").removeAttribute("aria-invalid"));
+  bindPairing((user) => {
+    showCards();
+    say(`Paired. This device now answers for ${user}.`);
+    $("cards-title").focus();
+  });
   $("switch-mode").addEventListener("click", toggleSwitch);
   showSwitchSetting(usesSwitch());
   $("forget").addEventListener("click", async () => {
