@@ -271,3 +271,5 @@ def configure_logging(level: int = logging.INFO, stream: IO[str] | None = None) 
     handler.setFormatter(JsonFormatter())
     root.addHandler(handler)
     root.setLevel(level)
+    # Once: a handler that a library puts on the root logger would print every record again.
+    root.propagate = False

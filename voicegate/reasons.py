@@ -70,6 +70,8 @@ class Reason(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"
     OUTCOME_UNRECORDED = "outcome_unrecorded"
     OPERATOR_DISABLED = "operator_disabled"
+    UNKNOWN_TOOL = "unknown_tool"
+    NOT_ON_DEVICE = "not_on_device"
     # devices and pairing
     UNKNOWN_DEVICE = "unknown_device"
     DEVICE_REVOKED = "device_revoked"
@@ -80,6 +82,7 @@ class Reason(StrEnum):
     REQUEST_REPLAYED = "request_replayed"
     BAD_PAIRING_CODE = "bad_pairing_code"
     PAIRING_BUDGET = "pairing_budget"
+    NO_DEVICE = "no_device"
     BAD_REQUEST = "bad_request"
     # load
     RATE_LIMITED = "rate_limited"
@@ -134,6 +137,9 @@ NEXT_STEP: dict[Reason, str] = {
     "its receipt is not written yet; it will be written when the store returns. Do not run it "
     "again; check its status later.",
     Reason.OPERATOR_DISABLED: "The operator disabled this tool; do not retry.",
+    Reason.UNKNOWN_TOOL: "No such tool upstream; list the tools again and use one of them.",
+    Reason.NOT_ON_DEVICE: "This write is not approved on the user's device (its mode is token "
+    "or delegate), so it cannot be an option; call it directly instead.",
     Reason.UNKNOWN_DEVICE: "Pair this device again.",
     Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",
     Reason.WRONG_DEVICE_USER: "This device belongs to another user.",
@@ -144,6 +150,8 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.REQUEST_REPLAYED: "This request was already received; send a new one.",
     Reason.BAD_PAIRING_CODE: "Check the pairing code and try again.",
     Reason.PAIRING_BUDGET: "Too many pairing attempts; wait a few minutes.",
+    Reason.NO_DEVICE: "Ask the user to pair a device: the operator runs `voicegate pair` and "
+    "the user enters the code on the approve page. The card waits meanwhile.",
     Reason.BAD_REQUEST: "The request was not understood; check its fields.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",

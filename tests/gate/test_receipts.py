@@ -25,7 +25,7 @@ from voicegate.gate.receipts import (
     verify_chain,
     verify_heads,
 )
-from voicegate.gate.types import Check, FirstYes, InputKind, Modality, Receipt, Risk
+from voicegate.gate.types import Check, Choice, FirstYes, InputKind, Modality, Receipt, Risk
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, generate_secret
 
@@ -138,6 +138,7 @@ EDITS: dict[str, Any] = {
         chosen=2,
         transcript="doosra",
     ),
+    "choice": Choice(question="Which slot?", options=("9:00", "10:00"), chosen=2),
     "shown_text": 'tool: write_note\n  text = "the whole of it"',
 }
 

@@ -152,8 +152,10 @@ class Phone:
             headers["Content-Type"] = "application/json"
         return await http.request(method, path, content=raw, headers=headers)
 
-    async def tap(self, http: httpx.AsyncClient, pending_id: str, decision: str = "confirm") -> Any:
-        """Find the set on the device, then tap ``decision`` on it."""
+    async def tap(
+        self, http: httpx.AsyncClient, pending_id: str, decision: str = "confirm", card: int = 1
+    ) -> Any:
+        """Find the set on the device, then tap ``decision`` (``card`` when choosing) on it."""
         response = await self.send(http, "GET", "/device/pending")
         listing = response.json()
         assert "sets" in listing, listing
@@ -161,13 +163,12 @@ class Phone:
         body: dict[str, Any] = {"pending_id": pending_id, "nonce": found["nonce"]}
         body["decision"] = decision
         if decision == "choose":
-            body["card"] = 1
+            body["card"] = card
         return await self.send(http, "POST", "/device/tap", body)
 
 
-async def tap_in_process(running: Running, pending_id: str, user: str = "owner") -> Any:
-    """A tap handed straight to ``Gate.answer``, from a device registered in the store."""
-    store, gate = running.store, running.assembly.services.gate
+async def register_device(running: Running, user: str = "owner") -> Device:
+    """A tap-only device of ``user`` written straight into the store (no key: in-process taps)."""
     now = running.assembly.services.clock()
     device = Device(
         id="dev_test",
@@ -177,8 +178,16 @@ async def tap_in_process(running: Running, pending_id: str, user: str = "owner")
         algorithm="ES256",
         created_at=now,
     )
-    if await store.devices.get(device.id) is None:
-        await store.devices.add(device)
+    if await running.store.devices.get(device.id) is None:
+        await running.store.devices.add(device)
+    return device
+
+
+async def tap_in_process(running: Running, pending_id: str, user: str = "owner") -> Any:
+    """A tap handed straight to ``Gate.answer``, from a device registered in the store."""
+    store, gate = running.store, running.assembly.services.gate
+    now = running.assembly.services.clock()
+    device = await register_device(running, user)
     pending = await store.pending.get(pending_id)
     assert pending is not None
     evidence = Evidence(

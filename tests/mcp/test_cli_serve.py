@@ -155,7 +155,7 @@ async def test_serve_gates_a_stdio_upstream_end_to_end(tmp_path: Path) -> None:
 
             assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
             pending = data(await agent.call_tool("write_note", {"name": "a", "text": "b"}))
-            assert pending["status"] == "pending_user_confirmation"
+            assert pending["status"] == "no_device"  # the card waits until a device pairs
             assert pending["risk"] == "high"
             assert "nonce" not in pending
 
@@ -198,7 +198,7 @@ async def test_a_tap_on_a_device_paired_by_the_cli_releases_the_write_with_a_rec
         assert {"list_notes", "write_note", "delete_note", "pending_status"} <= names
         assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
         pending = data(await agent.call_tool("write_note", {"name": "shop", "text": "milk"}))
-        assert pending["status"] == "pending_user_confirmation"
+        assert pending["status"] == "no_device"  # the card waits until a device pairs
         pending_id = pending["pending_id"]
         assert (
             data(await agent.call_tool("pending_status", {"pending_id": pending_id}))["status"]

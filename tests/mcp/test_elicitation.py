@@ -14,7 +14,7 @@ from mcp.types import (
     InputRequiredResult,
 )
 
-from tests.mcp.harness import data, serve, tap_in_process
+from tests.mcp.harness import data, register_device, serve, tap_in_process
 from voicegate.mcp.policy import Policy
 
 
@@ -33,6 +33,7 @@ async def test_client_that_shows_links_is_pointed_to_the_approve_page(
         gate.agent(mode, elicitation_callback=show) as agent,
     ):
         assert agent.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        await register_device(gate)
         pending = data(await agent.call_tool("write_note", {"name": "a", "text": "b"}))
         assert pending["status"] == "pending_user_confirmation"
         assert "nonce" not in pending
@@ -57,6 +58,7 @@ async def test_client_without_link_support_still_gets_the_pending_reply(
     tmp_path: Path, mode: str
 ) -> None:
     async with serve(tmp_path, Policy()) as gate, gate.agent(mode) as agent:
+        await register_device(gate)
         pending = data(await agent.call_tool("write_note", {"name": "a", "text": "b"}))
         assert pending["status"] == "pending_user_confirmation"
         status = data(

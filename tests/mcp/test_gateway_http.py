@@ -28,7 +28,9 @@ async def test_write_waits_for_a_tap_then_runs_once_with_a_receipt(
         assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
         reply = await agent.call_tool("write_note", {"name": "shop", "text": "milk"})
         pending = data(reply)
-        assert pending["status"] == "pending_user_confirmation"
+        # Nobody has paired yet: the card waits, and the agent learns how to pair.
+        assert pending["status"] == "no_device"
+        assert "voicegate pair" in pending["message"]
         assert "nonce" not in pending
         # The nonce's value, not only its name, appears nowhere the agent can read.
         nonce = (await gate.assembly.services.gate.status(pending["pending_id"])).nonce
@@ -189,7 +191,9 @@ async def test_withdraw_closes_a_waiting_write_and_nothing_runs(tmp_path: Path) 
         closed = data(await agent.call_tool("withdraw", {"pending_id": pending["pending_id"]}))
         assert closed["status"] == "withdrawn"
         unknown = await agent.call_tool("pending_status", {"pending_id": "p_nope"})
-        assert unknown.is_error and data(unknown)["reason"] == "unknown_pending"
+        assert not unknown.is_error
+        assert data(unknown)["status"] == "unknown"
+        assert data(unknown)["reason"] == "unknown_pending"
         assert "delete_note" not in data(await agent.call_tool("stats", {}))["calls"]
 
 

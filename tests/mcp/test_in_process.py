@@ -113,13 +113,15 @@ async def test_decorated_write_waits_for_a_tap_and_runs_once() -> None:
         return {"locked": locked}
 
     async with Client(mcp) as client:
-        for _ in range(2):
-            reply = (await client.call_tool("door_lock", {"locked": True})).content[0]
-            assert "pending_user_confirmation" in getattr(reply, "text", "")
-        assert ran == []
-        (first, _second) = await gs.gate.open_for("owner")
+        # No device is paired yet: the write waits and the agent is told how to pair.
+        reply = (await client.call_tool("door_lock", {"locked": True})).content[0]
+        assert '"no_device"' in getattr(reply, "text", "")
         now = gs.clock()
         await store.devices.add(Device("d1", "owner", DeviceKind.TAP, "", "ES256", now))
+        reply = (await client.call_tool("door_lock", {"locked": True})).content[0]
+        assert "pending_user_confirmation" in getattr(reply, "text", "")
+        assert ran == []
+        (first, _second) = await gs.gate.open_for("owner")
         outcome = await gs.gate.answer(
             Evidence(
                 "e1",
@@ -178,7 +180,7 @@ async def test_bare_and_called_decorators_register_the_same_way() -> None:
             hints = tools[name].annotations
             assert hints is not None and hints.read_only_hint is False
             reply = (await client.call_tool(name, {"text": name})).content[0]
-            assert "pending_user_confirmation" in getattr(reply, "text", "")
+            assert '"no_device"' in getattr(reply, "text", "")
         assert ran == []
         waiting = await gs.gate.open_for("owner")
         assert sorted(p.actions[0].tool for p in waiting) == ["bare_write", "called_write"]

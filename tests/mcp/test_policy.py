@@ -7,6 +7,7 @@ import pytest
 from voicegate.errors import ConfigError
 from voicegate.gate.types import Risk
 from voicegate.mcp.policy import (
+    OWN_TOOLS,
     Mode,
     Policy,
     check_collisions,
@@ -14,6 +15,7 @@ from voicegate.mcp.policy import (
     parse_pairs,
     split_globs,
 )
+from voicegate.mcp.tool_list import OWN_TOOL_LIST
 
 
 def test_unknown_tool_without_hints_is_a_low_risk_device_write() -> None:
@@ -68,8 +70,12 @@ def test_pairs_keep_equals_signs_in_values_and_refuse_a_missing_one() -> None:
         parse_pairs(["novalue"], "--env")
 
 
-@pytest.mark.parametrize("name", ["pending_status", "withdraw"])
+@pytest.mark.parametrize("name", ["pending_status", "withdraw", "list_pending", "choose_one"])
 def test_an_upstream_tool_named_like_a_gate_tool_is_refused(name: str) -> None:
     with pytest.raises(ConfigError):
         check_collisions(["list_notes", name])
     check_collisions(["list_notes", "write_note"])
+
+
+def test_every_tool_the_gate_lists_as_its_own_is_guarded_against_shadowing() -> None:
+    assert {t.name for t in OWN_TOOL_LIST} == OWN_TOOLS

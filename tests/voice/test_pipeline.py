@@ -188,8 +188,10 @@ async def test_answers_waiting_for_the_model_share_one_batch() -> None:
     tasks = [start(0)]
     await asyncio.to_thread(fake.entered.wait, 30)
     tasks += [start(1), start(2)]
-    while len(pipeline._queue) < 2:  # let both reach the queue behind the busy model
-        await asyncio.sleep(0)
+    # Let both reach the queue behind the busy model; a regression fails here, never hangs.
+    async with asyncio.timeout(30):
+        while len(pipeline._queue) < 2:
+            await asyncio.sleep(0)
     fake.release.set()
     results = await asyncio.gather(*tasks)
     assert [r.decision.card for r in results] == [2, 2, 2]

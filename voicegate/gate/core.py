@@ -36,6 +36,7 @@ from voicegate.gate.receipts import seal
 from voicegate.gate.types import (
     Action,
     Check,
+    Choice,
     Decision,
     DeviceKind,
     Evidence,
@@ -750,6 +751,7 @@ class Gate:
             result=result,
             error=error,
             first_yes=pending.first_yes,
+            choice=_choice_of(pending),
             # A device release passed ``shown_in_full``: the screen held the whole text.
             shown_text=card.full(action.tool, action.arguments) if evidence else None,
         )
@@ -848,6 +850,14 @@ def _unrecorded(claimed: PendingSet, draft: Receipt, receipt: Receipt | None) ->
         error=error,
         receipt_id=receipt.id if receipt is not None else None,
     )
+
+
+def _choice_of(pending: PendingSet) -> Choice | None:
+    """A set of several cards was a choice: its receipt names the question and every option."""
+    if len(pending.actions) < 2 or pending.chosen is None:
+        return None
+    options = tuple(a.card_text for a in pending.actions)
+    return Choice(question=pending.preview, options=options, chosen=pending.chosen)
 
 
 def _new_receipt_id() -> str:

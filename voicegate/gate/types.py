@@ -116,6 +116,16 @@ class FirstYes:
 
 
 @dataclass(frozen=True, slots=True)
+class Choice:
+    """A choice among alternatives, as its receipt keeps it: the question, every option shown
+    (each card's text, in order) and the one the user chose (1-based)."""
+
+    question: str
+    options: tuple[str, ...]
+    chosen: int
+
+
+@dataclass(frozen=True, slots=True)
 class PendingSet:
     """1 to 5 cards waiting for the user's answer. ``nonce`` never leaves for the agent."""
 
@@ -239,6 +249,7 @@ class Receipt:
     result: Any = None
     error: str | None = None
     first_yes: FirstYes | None = None
+    choice: Choice | None = None
     # The whole text the device showed for this action when the user said yes.
     shown_text: str | None = None
     digest: str = ""
@@ -248,15 +259,15 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes`` and ``shown_text`` are left out when there are none, so receipts written
-        before they existed keep their digests.
+        ``first_yes``, ``choice`` and ``shown_text`` are left out when there are none, so
+        receipts written before they existed keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        for name in ("first_yes", "shown_text"):
-            if data[name] is None:
-                del data[name]
+        for optional in ("first_yes", "choice", "shown_text"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 
@@ -328,8 +339,15 @@ def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
             "modality": opt(Modality, data.get("modality")),
             "input": opt(InputKind, data.get("input")),
             "first_yes": first_yes_from_dict(data.get("first_yes")),
+            "choice": choice_from_dict(data.get("choice")),
         }
     )
+
+
+def choice_from_dict(data: Mapping[str, Any] | None) -> Choice | None:
+    if data is None:
+        return None
+    return Choice(str(data["question"]), tuple(data["options"]), int(data["chosen"]))
 
 
 def device_from_dict(data: Mapping[str, Any]) -> Device:

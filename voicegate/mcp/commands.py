@@ -11,9 +11,12 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
+import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,16 +80,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``voicegate demo`` (all optional)."""
-    _add_common(parser, default_db="")
+    # No default port: left out, the demo takes 8800 or, when that is busy, any free port;
+    # named, a busy port is an error.
+    _add_common(parser, default_db="", default_port=None)
 
 
-def _add_common(parser: argparse.ArgumentParser, *, default_db: str) -> None:
+def _add_common(
+    parser: argparse.ArgumentParser, *, default_db: str, default_port: int | None = DEFAULT_PORT
+) -> None:
     parser.add_argument("--token", help="the agent's bearer token (default: $VOICEGATE_TOKEN)")
     parser.add_argument(
         "--db", default=default_db, help="a SQLite path, 'memory', or a PostgreSQL DSN"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    parser.add_argument(
+        "--port", type=int, default=default_port, help=f"port to listen on (default {DEFAULT_PORT})"
+    )
     parser.add_argument("--user", default="owner", help="the user whose device approves")
     parser.add_argument("--public-url", default="", help="the URL devices and agents use")
     parser.add_argument(
@@ -142,24 +151,51 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     show_token = not (args.token or os.environ.get(TOKEN_ENV))
     banner = _serve_banner_with_token if show_token else _serve_banner
-    return asyncio.run(_serve(config, upstream, policy, args, banner=banner))
+    return _run_until_stopped(_serve(config, upstream, policy, args, banner=banner))
+
+
+def _run_until_stopped(main: Coroutine[Any, Any, int]) -> int:
+    """Run the server until Ctrl-C or SIGTERM, then shut down cleanly, with no traceback.
+
+    uvicorn stops gracefully on either signal and then raises it again for the handler that
+    was there before; that handler is this no-op, so the shutdown (and the demo's clean-up of
+    its temporary store) runs to the end instead of the process dying or printing a traceback.
+    """
+    stops = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda *_: None) for sig in stops}
+    try:
+        return asyncio.run(main)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Run ``voicegate demo``."""
-    folder = Path(tempfile.mkdtemp(prefix="voicegate-demo-"))
+    """Run ``voicegate demo``; its temporary store is removed on exit unless ``--db`` names one."""
+    if args.port is None:
+        args.port = DEFAULT_PORT if _port_free(args.host, DEFAULT_PORT) else _free_port(args.host)
+    elif not _port_free(args.host, args.port):
+        print(
+            f"voicegate demo: port {args.port} on {args.host} is already in use; name a free "
+            "one with --port, or leave --port out to take any free port",
+            file=sys.stderr,
+        )
+        return 2
+    folder = None
     if not args.db:
+        folder = Path(tempfile.mkdtemp(prefix="voicegate-demo-"))
         args.db = str(folder / "demo.db")
-    if not _port_free(args.host, args.port):
-        args.port = _free_port(args.host)
     try:
         config = config_from(args)
+        upstream = UpstreamSpec.in_process(build_notes_server())
+        policy = Policy(high_risk=("delete_*",))
+        return _run_until_stopped(_serve(config, upstream, policy, args, banner=_demo_banner))
     except ConfigError as exc:
         print(f"voicegate demo: {exc}", file=sys.stderr)
         return 2
-    upstream = UpstreamSpec.in_process(build_notes_server())
-    policy = Policy(high_risk=("delete_*",))
-    return asyncio.run(_serve(config, upstream, policy, args, banner=_demo_banner))
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def config_from(args: argparse.Namespace) -> ServerConfig:

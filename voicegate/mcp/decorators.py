@@ -3,8 +3,9 @@
 A read registers as an ordinary tool. A write registers a tool with the same name and
 arguments that proposes a pending card set instead of running; the function itself runs only
 when the user's device releases it, through the gate, exactly once, with a receipt. The
-server also gets ``pending_status`` and ``withdraw``. Mount ``device_router`` next to ``/mcp``
-so the user's device can answer.
+server also gets ``pending_status``, ``withdraw``, ``list_pending`` and ``choose_one`` (the
+user picks one of several registered writes), answering as the gated proxy does. Mount
+``device_router`` next to ``/mcp`` so the user's device can answer.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from mcp.types import ToolAnnotations
 
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import Risk
-from voicegate.mcp.server import pending_message, pending_reply
-from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.gate.types import PendingSet, Risk
+from voicegate.mcp import choices, replies
+from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
 
@@ -49,6 +50,7 @@ class GatedServer:
         self.approve_url = approve_url
         self.clock = clock
         self._writes: dict[str, Callable[..., Any]] = {}
+        self._risks: dict[str, RiskRule] = {}
         self.gate = Gate(
             store,
             executor=self._execute,
@@ -104,6 +106,7 @@ class GatedServer:
         def register(fn: F) -> F:
             tool = tool_name or fn.__name__
             self._writes[tool] = fn
+            self._risks[tool] = risk
 
             @functools.wraps(fn)
             async def propose(**arguments: Any) -> dict[str, Any]:
@@ -112,7 +115,7 @@ class GatedServer:
             self.server.add_tool(
                 propose,
                 name=tool,
-                description=(fn.__doc__ or "").strip()
+                description=_plain(fn.__doc__)
                 + " [waits for the user's confirmation on their paired device]",
                 annotations=ToolAnnotations(read_only_hint=False),
                 structured_output=False,
@@ -128,13 +131,39 @@ class GatedServer:
             pending = await self.gate.propose(
                 self.user,
                 [ActionRequest(tool=tool, arguments=arguments)],
-                risk=Risk(risk(arguments) if callable(risk) else risk),
+                risk=_risk(risk, arguments),
                 preview=preview(arguments) if callable(preview) else preview,
             )
+            return await self._pending_message(pending)
         except StoreUnavailable:
-            return _refusal(Reason.LEDGER_UNAVAILABLE)
-        reply = pending_reply(pending, approve_url=self.approve_url, now=self.clock())
-        return pending_message(reply)
+            return replies.refusal(Reason.LEDGER_UNAVAILABLE)
+
+    async def _choose(self, question: str, options: list[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            asked, chosen = choices.read_choice({"question": question, "options": options})
+            for number, option in enumerate(chosen, 1):
+                if option.tool not in self._writes:
+                    raise Refused(Reason.NOT_A_WRITE, f"option {number}: {option.tool}")
+            risks = {_risk(self._risks[o.tool], o.arguments) for o in chosen}
+            pending = await self.gate.propose(
+                self.user,
+                [ActionRequest(tool=o.tool, arguments=o.arguments) for o in chosen],
+                risk=Risk.HIGH if Risk.HIGH in risks else Risk.LOW,
+                preview=asked,
+            )
+            return await self._pending_message(pending)
+        except Refused as exc:
+            return replies.refusal(exc.reason, detail=exc.detail)
+        except StoreUnavailable:
+            return replies.refusal(Reason.LEDGER_UNAVAILABLE)
+
+    async def _pending_message(self, pending: PendingSet) -> dict[str, Any]:
+        devices = await self.gate.store.devices.list(self.user)
+        paired = any(d.revoked_at is None for d in devices)
+        return replies.pending_message(self._reply(pending), paired=paired, user=self.user)
+
+    def _reply(self, pending: PendingSet) -> dict[str, Any]:
+        return replies.pending_reply(pending, approve_url=self.approve_url, now=self.clock())
 
     async def _execute(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         result = self._writes[tool](**arguments)
@@ -144,23 +173,50 @@ class GatedServer:
         async def pending_status(pending_id: str) -> dict[str, Any]:
             """Where a write that waits for the user stands, with its result once it ran."""
             try:
-                pending = await self.gate.status(pending_id)
+                return self._reply(await self.gate.status(pending_id))
             except Refused as exc:
-                return _refusal(exc.reason)
-            return pending_reply(pending, approve_url=self.approve_url, now=self.clock())
+                if exc.reason is Reason.UNKNOWN_PENDING:
+                    return replies.unknown_reply(pending_id)
+                return replies.refusal(exc.reason)
+            except StoreUnavailable:
+                return replies.refusal(Reason.LEDGER_UNAVAILABLE)
 
         async def withdraw(pending_id: str) -> dict[str, Any]:
             """Take back a write you proposed that is still waiting; nothing runs."""
             try:
-                pending = await self.gate.withdraw(pending_id)
+                return self._reply(await self.gate.withdraw(pending_id))
             except Refused as exc:
-                return _refusal(exc.reason)
-            return pending_reply(pending, approve_url=self.approve_url, now=self.clock())
+                return replies.refusal(exc.reason)
+            except StoreUnavailable:
+                return replies.refusal(Reason.LEDGER_UNAVAILABLE)
+
+        async def list_pending() -> dict[str, Any]:
+            """The writes you proposed that still wait for the user, oldest first."""
+            try:
+                sets = await self.gate.open_for(self.user)
+            except StoreUnavailable:
+                return replies.refusal(Reason.LEDGER_UNAVAILABLE)
+            return replies.pending_list(sets, approve_url=self.approve_url, now=self.clock())
+
+        async def choose_one(question: str, options: list[dict[str, Any]]) -> dict[str, Any]:
+            return await self._choose(question, options)
 
         read_only = ToolAnnotations(read_only_hint=True)
         self.server.add_tool(pending_status, annotations=read_only, structured_output=False)
         self.server.add_tool(withdraw, structured_output=False)
+        self.server.add_tool(list_pending, annotations=read_only, structured_output=False)
+        self.server.add_tool(
+            choose_one,
+            description=choices.CHOOSE_ONE.description,
+            annotations=choices.CHOOSE_ONE.annotations,
+            structured_output=False,
+        )
 
 
-def _refusal(reason: Reason) -> dict[str, Any]:
-    return {"status": "refused", "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")}
+def _risk(rule: RiskRule, arguments: Mapping[str, Any]) -> Risk:
+    return Risk(rule(arguments) if callable(rule) else rule)
+
+
+def _plain(doc: str | None) -> str:
+    """A docstring as a plain-text description: no reST literal markers, one paragraph."""
+    return " ".join(inspect.cleandoc(doc or "").replace("``", "").split())

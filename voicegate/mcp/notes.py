@@ -39,14 +39,14 @@ def build_notes_server(name: str = "notes", *, crash_tool: bool = False) -> MCPS
 
     @server.tool(annotations=WRITE)
     def write_note(name: str, text: str) -> dict[str, Any]:
-        """Create or replace the note called ``name``."""
+        """Create or replace the note called name."""
         calls["write_note"] += 1
         notes[name] = text
         return {"written": name, "count": len(notes)}
 
     @server.tool(annotations=DESTROY)
     def delete_note(name: str) -> dict[str, Any]:
-        """Delete the note called ``name``."""
+        """Delete the note called name."""
         calls["delete_note"] += 1
         existed = notes.pop(name, None) is not None
         return {"deleted": name, "existed": existed}

@@ -16,7 +16,7 @@ from voicegate.errors import ConfigError
 from voicegate.gate.types import Risk
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
-OWN_TOOLS = frozenset({"pending_status", "withdraw"})
+OWN_TOOLS = frozenset({"pending_status", "withdraw", "list_pending", "choose_one"})
 
 
 class Mode(StrEnum):

@@ -36,83 +36,21 @@ from mcp.types import (
     ListToolsResult,
     PaginatedRequestParams,
     TextContent,
-    Tool,
-    ToolAnnotations,
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from voicegate.canonical import canonical_json
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import PendingSet, Receipt, Status
-from voicegate.mcp import token_mode
+from voicegate.gate.types import PendingSet, Receipt, Risk, Status
+from voicegate.mcp import choices, replies, token_mode, tool_list
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Classification, Mode
 from voicegate.observe import Events
-from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.reasons import Reason
 from voicegate.tokens import TokenCodec
 
 logger = logging.getLogger(__name__)
-
-INSTRUCTIONS = """\
-This server sits in front of another MCP server. Read tools run at once.
-Write tools do not run when you call them: the user must approve each one.
-- Most writes answer {"status": "pending_user_confirmation", "pending_id": ...}. The user
-  approves or cancels on their own paired device (a tap or their voice). Nothing has run yet.
-  Tell the user what you proposed, then call pending_status(pending_id) to learn the outcome:
-  waiting, confirmed (with the tool's result), cancelled, expired, failed or unknown. The
-  deadline can move later when the user asks for more time. You cannot approve for the user.
-  If you no longer want the action, call withdraw(pending_id).
-- Writes marked as needing a confirmation token answer {"status": "requires_confirmation"}
-  with a summary and a confirmationToken: show the summary to the user, and only after they
-  say yes call the same tool again with the same arguments plus confirmationToken.
-- Writes the operator disabled always fail; do not retry them.
-"""
-
-DEVICE_SUFFIX = (
-    " [voicegate: this write does not run when called. It waits for the user's own "
-    "confirmation on their paired device; the reply is pending_user_confirmation with a "
-    "pending_id. Call pending_status(pending_id) for the outcome.]"
-)
-TOKEN_SUFFIX = (
-    " [voicegate: this write needs the user's yes in chat. The first call returns "
-    "requires_confirmation with a confirmationToken; after the user agrees, call again with "
-    "the same arguments plus confirmationToken.]"
-)
-REJECT_SUFFIX = " [voicegate: the operator disabled this write; calls always fail.]"
-DELEGATE_SUFFIX = " [voicegate: a write; it runs at once after your client's own confirmation.]"
-
-_SUFFIX = {
-    Mode.DEVICE: DEVICE_SUFFIX,
-    Mode.TOKEN: TOKEN_SUFFIX,
-    Mode.REJECT: REJECT_SUFFIX,
-    Mode.DELEGATE: DELEGATE_SUFFIX,
-}
-
-_PENDING_ID_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"pending_id": {"type": "string", "description": "The id a write returned."}},
-    "required": ["pending_id"],
-}
-
-OWN_TOOL_LIST = (
-    Tool(
-        name="pending_status",
-        description=(
-            "Where a write that waits for the user stands: waiting, confirmed (with the "
-            "upstream result), cancelled, expired, withdrawn, failed or unknown; with the "
-            "current deadline, which moves when the user asks for more time."
-        ),
-        input_schema=_PENDING_ID_SCHEMA,
-        annotations=ToolAnnotations(read_only_hint=True),
-    ),
-    Tool(
-        name="withdraw",
-        description="Take back a write you proposed that is still waiting; nothing runs.",
-        input_schema=_PENDING_ID_SCHEMA,
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
-    ),
-)
 
 # The requestState a 2026-07-28 client echoes when it retries a write after showing the link.
 # The SDK seals it, so a client cannot forge one; it names the set the first round proposed.
@@ -155,9 +93,9 @@ class GatedTools:
     ) -> ListToolsResult:
         """The upstream's tools, as gated, followed by the gate's own."""
         listed = [
-            self._present(t, self.catalog.classify(t.name)) for t in await self.catalog.tools()
+            tool_list.present(t, self.catalog.classify(t.name)) for t in await self.catalog.tools()
         ]
-        return ListToolsResult(tools=[*listed, *OWN_TOOL_LIST])
+        return ListToolsResult(tools=[*listed, *tool_list.OWN_TOOL_LIST])
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
@@ -166,9 +104,20 @@ class GatedTools:
         name, arguments = params.name, dict(params.arguments or {})
         try:
             if name == "pending_status":
-                return _reply(self._status_reply(await self.gate.status(_pending_id(arguments))))
+                return await self._pending_status(_pending_id(arguments))
             if name == "withdraw":
                 return _reply(self._status_reply(await self.gate.withdraw(_pending_id(arguments))))
+            if name == "list_pending":
+                sets = await self.gate.open_for(self.options.user)
+                return _reply(
+                    replies.pending_list(
+                        sets, approve_url=self.options.approve_url, now=self.clock()
+                    )
+                )
+            if name == choices.NAME:
+                if params.request_state is not None:
+                    return await self._resume(None, params.request_state)
+                return await self._choose_one(ctx, arguments)
             if await self.catalog.lookup(name) is None:
                 raise MCPError(INVALID_PARAMS, f"unknown tool: {name}")
             kind = self.catalog.classify(name)
@@ -182,7 +131,41 @@ class GatedTools:
             return _refusal(Reason.LEDGER_UNAVAILABLE)
         except Refused as exc:
             self.events.refused(exc.reason, edge="mcp", tool=name)
-            return _refusal(exc.reason, pending_id=exc.pending_id)
+            return _refusal(exc.reason, pending_id=exc.pending_id, detail=exc.detail)
+
+    async def _pending_status(self, pending_id: str) -> CallToolResult:
+        try:
+            pending = await self.gate.status(pending_id)
+        except Refused as exc:
+            if exc.reason is not Reason.UNKNOWN_PENDING:
+                raise
+            return _reply(replies.unknown_reply(pending_id))
+        return _reply(self._status_reply(pending))
+
+    async def _choose_one(
+        self, ctx: ServerRequestContext[Any], arguments: dict[str, Any]
+    ) -> CallToolResult | InputRequiredResult:
+        """One set of cards, one per option; each option must be a write the device approves."""
+        question, options = choices.read_choice(arguments)
+        risk = Risk.LOW
+        for number, option in enumerate(options, 1):
+            if await self.catalog.lookup(option.tool) is None:
+                raise Refused(Reason.UNKNOWN_TOOL, f"option {number}: no tool {option.tool!r}")
+            kind = self.catalog.classify(option.tool)
+            if not kind.write:
+                raise Refused(Reason.NOT_A_WRITE, f"option {number}: {option.tool} only reads")
+            if kind.mode is Mode.REJECT:
+                raise Refused(Reason.OPERATOR_DISABLED, f"option {number}: {option.tool}")
+            if kind.mode is not Mode.DEVICE:
+                raise Refused(Reason.NOT_ON_DEVICE, f"option {number}: {option.tool}")
+            # One set has one risk: when any option needs a second yes, whichever is chosen asks.
+            if kind.risk is Risk.HIGH:
+                risk = Risk.HIGH
+        requests = [ActionRequest(tool=o.tool, arguments=o.arguments) for o in options]
+        pending = await self.gate.propose(
+            self.options.user, requests, risk=risk, preview=question, mode=Mode.DEVICE.value
+        )
+        return await self._offer(ctx, pending, tool=choices.NAME)
 
     async def _write(
         self, ctx: ServerRequestContext[Any], kind: Classification, arguments: dict[str, Any]
@@ -209,10 +192,16 @@ class GatedTools:
             risk=kind.risk,
             mode=Mode.DEVICE.value,
         )
+        return await self._offer(ctx, pending, tool=kind.tool)
+
+    async def _offer(
+        self, ctx: ServerRequestContext[Any], pending: PendingSet, *, tool: str
+    ) -> CallToolResult | InputRequiredResult:
+        """A new set goes to the user's device; the agent gets the pending answer or the link."""
         self.events.issued(
             edge="mcp",
             mode=Mode.DEVICE.value,
-            tool=kind.tool,
+            tool=tool,
             pending_id=pending.id,
             risk=pending.risk.value,
             cards=len(pending.actions),
@@ -223,7 +212,13 @@ class GatedTools:
                 return self._link_request(pending)
         else:
             await self._point_to_device(ctx, pending)
-        return _reply(pending_message(self._status_reply(pending)))
+        return _reply(await self._pending_message(pending))
+
+    async def _pending_message(self, pending: PendingSet) -> dict[str, Any]:
+        paired = await _has_device(self.gate, pending.user)
+        return replies.pending_message(
+            self._status_reply(pending), paired=paired, user=pending.user
+        )
 
     def _link_request(self, pending: PendingSet) -> InputRequiredResult:
         """At 2026-07-28: ask the client to show the approve page, then retry for the reply."""
@@ -238,15 +233,20 @@ class GatedTools:
         # A client driving the rounds itself still learns the id it can poll.
         return ask.model_copy(update={"meta": {"voicegate/pending_id": pending.id}})
 
-    async def _resume(self, kind: Classification, state: str) -> CallToolResult:
-        """The retry after the link was shown: the set already proposed, never a new one."""
+    async def _resume(self, kind: Classification | None, state: str) -> CallToolResult:
+        """The retry after the link was shown: the set already proposed, never a new one.
+
+        ``kind`` is the write retried, or None for ``choose_one`` (a set of several cards).
+        """
         if not state.startswith(_RESUME_PREFIX):
             raise Refused(Reason.BAD_REQUEST, "unknown requestState")
         pending = await self.gate.status(state.removeprefix(_RESUME_PREFIX))
-        if pending.actions[0].tool != kind.tool:
+        several = len(pending.actions) > 1
+        if (kind is None) != several or (kind is not None and pending.actions[0].tool != kind.tool):
             raise Refused(Reason.BAD_REQUEST, "requestState names another tool")
-        reply = self._status_reply(pending)
-        return _reply(pending_message(reply) if pending.status is Status.WAITING else reply)
+        if pending.status is Status.WAITING:
+            return _reply(await self._pending_message(pending))
+        return _reply(self._status_reply(pending))
 
     async def _token(self, kind: Classification, arguments: dict[str, Any]) -> CallToolResult:
         if self.tokens is None:
@@ -305,63 +305,9 @@ class GatedTools:
             logger.info("URL elicitation not delivered: %s", type(exc).__name__)
 
     def _status_reply(self, pending: PendingSet) -> dict[str, Any]:
-        return pending_reply(pending, approve_url=self.options.approve_url, now=self.clock())
-
-    def _present(self, tool: Tool, kind: Classification) -> Tool:
-        if not kind.write:
-            return tool
-        schema = dict(tool.input_schema)
-        if kind.mode is Mode.TOKEN:
-            props = dict(schema.get("properties") or {})
-            props[token_mode.TOKEN_ARG] = {
-                "type": "string",
-                "description": "Only on the second call, after the user said yes in chat.",
-            }
-            schema["properties"] = props
-        hints = tool.annotations or ToolAnnotations()
-        return tool.model_copy(
-            update={
-                "description": (tool.description or "") + _SUFFIX[kind.mode],
-                "input_schema": schema,
-                # A gated write answers with the gate's status, not the upstream's output shape.
-                "output_schema": tool.output_schema if kind.mode is Mode.DELEGATE else None,
-                "annotations": hints.model_copy(update={"read_only_hint": False}),
-            }
+        return replies.pending_reply(
+            pending, approve_url=self.options.approve_url, now=self.clock()
         )
-
-
-def pending_reply(pending: PendingSet, *, approve_url: str, now: float) -> dict[str, Any]:
-    """What the agent may know about a pending set; never its nonce."""
-    # Built field by field from an allow-list: the nonce must never reach the agent.
-    waiting = pending.status is Status.WAITING
-    reply: dict[str, Any] = {
-        "status": pending.status.value,
-        "pending_id": pending.id,
-        "stage": pending.stage.value,
-        "risk": pending.risk.value,
-        "deadline": pending.deadline,
-        "expires_in_seconds": max(0, int(pending.deadline - now)) if waiting else 0,
-        "extensions": pending.extensions,
-        "preview": [a.card_text for a in pending.actions],
-        "approve_url": approve_url,
-    }
-    if pending.status is Status.CONFIRMED:
-        reply["result"] = pending.result
-    if pending.error:
-        reply["error"] = pending.error
-    if pending.receipt_id:
-        reply["receipt_id"] = pending.receipt_id
-    return reply
-
-
-def pending_message(reply: dict[str, Any]) -> dict[str, Any]:
-    """A fresh pending reply, marked as waiting for the user's device."""
-    reply["status"] = "pending_user_confirmation"
-    reply["message"] = (
-        "Waiting for the user to confirm on their paired device. Nothing has run yet. "
-        "Call pending_status with this pending_id to learn the outcome."
-    )
-    return reply
 
 
 def build_server(tools: GatedTools, *, name: str = "voicegate") -> Server[Any]:
@@ -369,7 +315,7 @@ def build_server(tools: GatedTools, *, name: str = "voicegate") -> Server[Any]:
     server: Server[Any] = Server(
         name,
         version=_version(),
-        instructions=INSTRUCTIONS,
+        instructions=tool_list.INSTRUCTIONS,
         on_list_tools=tools.list_tools,
         on_call_tool=tools.call_tool,
     )
@@ -388,7 +334,14 @@ def _renders_url_elicitation(session: ServerSession) -> bool:
 
 
 def _link_message(pending: PendingSet) -> str:
+    if len(pending.actions) > 1:
+        return f"Choose one, or cancel, on your paired device: {pending.preview}"
     return f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
+
+
+async def _has_device(gate: Gate, user: str) -> bool:
+    """Whether ``user`` has a paired device that is not revoked, so someone can approve."""
+    return any(d.revoked_at is None for d in await gate.store.devices.list(user))
 
 
 def _version() -> str:
@@ -412,28 +365,16 @@ def _reply(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     )
 
 
-def _refusal(reason: Reason, *, pending_id: str | None = None) -> CallToolResult:
-    # A write that ran while the store was down was not refused: say so in the status too, and
-    # name the set whose pending_status will show its result.
-    status = "ran_unrecorded" if reason is Reason.OUTCOME_UNRECORDED else "refused"
-    answer = {"status": status, "reason": reason.value, "next_step": NEXT_STEP.get(reason, "")}
-    if pending_id is not None:
-        answer["pending_id"] = pending_id
-    return _reply(answer, error=True)
+def _refusal(reason: Reason, *, pending_id: str | None = None, detail: str = "") -> CallToolResult:
+    return _reply(replies.refusal(reason, pending_id=pending_id, detail=detail), error=True)
 
 
 def _from_receipt(receipt: Receipt) -> CallToolResult:
     """The upstream's own answer when the write ran; a refusal naming the receipt when not."""
-    if receipt.outcome == "executed" and isinstance(receipt.result, dict):
-        result = CallToolResult.model_validate(receipt.result)
-        meta = dict(result.meta or {})
-        meta["voicegate/receipt"] = receipt.id
-        return result.model_copy(update={"meta": meta})
-    data = {
-        "status": "failed",
-        "reason": Reason.UPSTREAM_FAILED.value,
-        "receipt_id": receipt.id,
-        "error": receipt.error,
-        "next_step": NEXT_STEP[Reason.UPSTREAM_FAILED],
-    }
-    return _reply(data, error=True)
+    failed = replies.from_receipt(receipt)
+    if failed is not None:
+        return _reply(failed, error=True)
+    result = CallToolResult.model_validate(receipt.result)
+    meta = dict(result.meta or {})
+    meta["voicegate/receipt"] = receipt.id
+    return result.model_copy(update={"meta": meta})

