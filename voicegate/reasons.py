@@ -63,6 +63,7 @@ class Reason(StrEnum):
     WRONG_STAGE = "wrong_stage"
     WRONG_SET = "wrong_set"
     ACTION_CHANGED = "action_changed"
+    NOT_SHOWN_IN_FULL = "not_shown_in_full"
     NOT_A_WRITE = "not_a_write"
     EVIDENCE_REUSED = "evidence_reused"
     EXTENSION_LIMIT = "extension_limit"
@@ -125,6 +126,8 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.WRONG_STAGE: "This answer is not for the current step; look at the card again.",
     Reason.WRONG_SET: "This answer was for another card; look at the card again.",
     Reason.ACTION_CHANGED: "The action changed after it was shown; nothing ran.",
+    Reason.NOT_SHOWN_IN_FULL: "Part of this card was hidden; open its full text, read it, "
+    "then answer again.",
     Reason.NOT_A_WRITE: "This action is not a registered write; nothing ran.",
     Reason.EVIDENCE_REUSED: "This answer was already used; answer again.",
     Reason.EXTENSION_LIMIT: "No more extensions; decide now or cancel.",

@@ -96,7 +96,7 @@ async def test_cancel_closes_the_set_and_runs_nothing(
     assert executed.calls == [] and await pending_sets(device) == []
 
 
-async def test_more_time_moves_the_deadline_and_never_shortens_it(
+async def test_more_time_adds_the_stage_ttl_to_the_deadline(
     device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
@@ -104,10 +104,11 @@ async def test_more_time_moves_the_deadline_and_never_shortens_it(
     response = await device.post_json("/device/more-time", {"pending_id": proposed.id})
     assert response.status_code == 200
     extended = response.json()
-    assert extended["deadline"] == clock() + proposed.ttl > proposed.deadline
+    assert extended["deadline"] == proposed.deadline + proposed.ttl
+    assert extended["seconds_left"] == extended["deadline"] - clock()
     assert extended["extensions_left"] == services.gate.max_extensions - 1
     again = (await device.post_json("/device/more-time", {"pending_id": proposed.id})).json()
-    assert again["deadline"] == extended["deadline"]
+    assert again["deadline"] == proposed.deadline + 2 * proposed.ttl
 
 
 async def test_more_time_runs_out_after_the_limit(

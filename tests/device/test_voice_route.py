@@ -104,7 +104,7 @@ async def test_the_same_recording_twice_is_refused_as_reused(
     assert len(executed.calls) == 1
 
 
-async def test_saying_more_time_moves_the_deadline(
+async def test_saying_more_time_adds_to_the_deadline_and_answers_the_new_one(
     device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     with_voice(services, clock, "More time.")
@@ -112,7 +112,8 @@ async def test_saying_more_time_moves_the_deadline(
     clock.advance(90)
     answer = await speak(device, pending, CLIP.read_bytes())
     assert answer["decision"] == "more_time" and answer["released"] is False, answer
-    assert answer["deadline"] == clock() + pending.ttl
+    assert answer["deadline"] == pending.deadline + pending.ttl
+    assert answer["seconds_left"] == answer["deadline"] - clock()
     assert executed.calls == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 
 import pytest
 
@@ -204,6 +205,7 @@ async def test_a_high_risk_receipt_keeps_both_yeses_and_their_checks(store, cloc
         "evidence_fresh",
         "words_choose_one_card",
         "action_unchanged",
+        "shown_in_full",
         "registered_write",
         "evidence_consumed_once",
         "nonce_consumed_once",
@@ -235,31 +237,44 @@ async def test_cancel_closes_the_set_and_runs_nothing(store, clock, upstream):
     assert late.reason is Reason.NOT_OPEN and not upstream.calls
 
 
-async def test_more_time_moves_the_deadline_and_never_shortens_it(store, clock, upstream):
+async def test_more_time_adds_the_stage_ttl_to_the_deadline(store, clock, upstream):
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
     clock.advance(100)
     waited = await gate.answer(evidence(pending, device, clock, Kind.MORE_TIME))
-    assert waited.pending.deadline == clock() + gate.choose_ttl and not waited.released
+    assert waited.pending.deadline == pending.deadline + gate.choose_ttl and not waited.released
     again = await gate.extend(pending.id, user="u1")
-    assert again.deadline == waited.pending.deadline
-    # A deadline already later than now + the stage's TTL is kept, never pulled in.
-    later = again.replace(deadline=clock() + 10 * gate.choose_ttl)
-    assert await store.pending.swap(again, later)
-    kept = await gate.extend(pending.id, user="u1")
-    assert kept.deadline == later.deadline and kept.extensions == later.extensions + 1
+    assert again.deadline == pending.deadline + 2 * gate.choose_ttl and again.extensions == 2
     assert not upstream.calls
+
+
+async def test_more_time_asked_at_once_still_adds_a_whole_ttl(store, clock, upstream):
+    gate = make_gate(store, clock, upstream)
+    pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
+    clock.advance(4)
+    extended = await gate.extend(pending.id, user="u1")
+    # A reset to now + TTL would have gained 4 s here and still spent an extension.
+    assert extended.deadline - pending.deadline == gate.choose_ttl
+
+
+async def test_more_time_on_the_final_stage_adds_the_final_ttl(store, clock, upstream):
+    gate = make_gate(store, clock, upstream)
+    device = await pair(store)
+    pending = await gate.propose("u1", actions(2), risk=Risk.HIGH)
+    final = (await gate.answer(evidence(pending, device, clock, Kind.CHOOSE, 2))).pending
+    extended = await gate.extend(pending.id, user="u1")
+    assert extended.deadline == final.deadline + gate.final_ttl
 
 
 async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(store, clock, upstream):
     gate = make_gate(store, clock, upstream)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    deadlines = []
+    deadlines = [pending.deadline]
     for _ in range(10):
         clock.advance(60)
         deadlines.append((await gate.extend(pending.id, user="u1")).deadline)
-    assert deadlines == sorted(deadlines)
+    assert [b - a for a, b in itertools.pairwise(deadlines)] == [gate.choose_ttl] * 10
     with pytest.raises(Refused) as refused:
         await gate.extend(pending.id, user="u1")
     assert refused.value.reason is Reason.EXTENSION_LIMIT

@@ -139,6 +139,7 @@ EDITS: dict[str, Any] = {
         transcript="doosra",
     ),
     "choice": Choice(question="Which slot?", options=("9:00", "10:00"), chosen=2),
+    "shown_text": 'tool: write_note\n  text = "the whole of it"',
 }
 
 

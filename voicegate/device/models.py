@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from voicegate.gate import card
 from voicegate.gate.core import Outcome
-from voicegate.gate.types import Device, PendingSet, Receipt
+from voicegate.gate.types import Action, Device, PendingSet, Receipt
 from voicegate.reasons import NEXT_STEP, Reason
 
 
@@ -46,11 +47,31 @@ class PairOut(BaseModel):
 
 
 class CardOut(BaseModel):
-    """One card: its number as the user says it, and the exact action text."""
+    """One card: its number as the user says it, the action text and everything that runs.
+
+    ``text`` may cut long values (``… (+N chars)``); ``full_text`` cuts nothing, and
+    ``arguments`` are the exact arguments of the call. A yes to a card with ``shortened`` set
+    releases only when the answer names it in ``shown`` (the device showed ``full_text``).
+    """
 
     number: int
     tool: str
     text: str
+    full_text: str
+    shortened: bool
+    arguments: dict[str, Any]
+
+    @classmethod
+    def of(cls, number: int, action: Action) -> CardOut:
+        whole = card.full(action.tool, action.arguments)
+        return cls(
+            number=number,
+            tool=action.tool,
+            text=action.card_text,
+            full_text=whole,
+            shortened=whole != action.card_text,
+            arguments=dict(action.arguments),
+        )
 
 
 class PendingOut(BaseModel):
@@ -72,10 +93,7 @@ class PendingOut(BaseModel):
     def of(cls, pending: PendingSet, *, now: float, max_extensions: int) -> PendingOut:
         return cls(
             id=pending.id,
-            cards=[
-                CardOut(number=i, tool=a.tool, text=a.card_text)
-                for i, a in enumerate(pending.actions, start=1)
-            ],
+            cards=[CardOut.of(i, a) for i, a in enumerate(pending.actions, start=1)],
             stage=pending.stage.value,
             risk=pending.risk.value,
             status=pending.status.value,
@@ -103,6 +121,11 @@ class TapIn(_In):
     decision: Literal["choose", "confirm", "cancel"]
     card: int | None = Field(default=None, ge=1, le=5)
     input: Literal["touch", "key", "switch"] = "touch"
+    shown: list[Annotated[int, Field(ge=1, le=5)]] = Field(
+        default_factory=list,
+        max_length=5,
+        description="The cards whose full text this device showed; a shortened card needs it",
+    )
 
 
 class MoreTimeIn(_In):
@@ -169,6 +192,7 @@ class ReceiptOut(BaseModel):
     modality: str | None
     input: str | None
     transcript: str | None
+    shown_text: str | None
     checks: list[dict[str, Any]]
 
     @classmethod
@@ -186,6 +210,7 @@ class ReceiptOut(BaseModel):
             modality=receipt.modality.value if receipt.modality else None,
             input=receipt.input.value if receipt.input else None,
             transcript=receipt.transcript,
+            shown_text=receipt.shown_text,
             checks=[
                 {"name": c.name, "passed": c.passed, "reason": c.reason.value if c.reason else None}
                 for c in receipt.checks

@@ -41,7 +41,7 @@ from voicegate.device.signing import (
     TIMESTAMP_HEADER,
 )
 from voicegate.errors import DeviceRefused, Refused
-from voicegate.gate.core import Outcome
+from voicegate.gate.core import MAX_CARDS, Outcome
 from voicegate.gate.types import (
     Decision,
     Device,
@@ -57,6 +57,7 @@ from voicegate.reasons import Kind, Reason
 from voicegate.services import Services
 
 _WORD = re.compile(r"[^\W\d_]+")
+_CARD_NUMBERS = frozenset(str(n) for n in range(1, MAX_CARDS + 1))
 # One per container the decoder reads: ``voice.audio.CONTENT_TYPES``, kept equal by a test.
 AUDIO_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm", "audio/mp4")
 # ``voice.audio.Limits``' bounds on one recording, kept equal by a test (that module needs the
@@ -106,8 +107,16 @@ _VOICE_HEADERS = [
         required=False,
     ),
 ]
+_SHOWN_QUERY = {
+    "name": "shown",
+    "in": "query",
+    "required": False,
+    "description": "The cards whose full text the device showed, as `1,3` (else the `shown` "
+    "form field); a yes to a shortened card needs it. Signed with the path.",
+    "schema": {"type": "string"},
+}
 _VOICE_BODY: dict[str, Any] = {
-    "parameters": _SIGNED_HEADERS + _VOICE_HEADERS,
+    "parameters": [*_SIGNED_HEADERS, *_VOICE_HEADERS, _SHOWN_QUERY],
     "requestBody": {
         "required": True,
         "description": "The recording as the raw body (its own Content-Type, which the "
@@ -122,6 +131,7 @@ _VOICE_BODY: dict[str, Any] = {
                         "audio": {"type": "string", "format": "binary"},
                         "pending_id": {"type": "string"},
                         "nonce": {"type": "string"},
+                        "shown": {"type": "string"},
                     },
                     "required": ["audio"],
                 }
@@ -197,7 +207,13 @@ def device_router(services: Services) -> APIRouter:
         await within_budget(device, "answer")
         decision = Decision(Kind(body.decision), body.card)
         evidence = _evidence(
-            services, device, body.pending_id, body.nonce, decision, InputKind(body.input)
+            services,
+            device,
+            body.pending_id,
+            body.nonce,
+            decision,
+            InputKind(body.input),
+            shown_in_full=frozenset(body.shown),
         )
         return _answer(services, evidence, await gate.answer(evidence), heard=[])
 
@@ -218,6 +234,7 @@ def device_router(services: Services) -> APIRouter:
         audio, content_type, fields = await _read_audio(request, settings.max_voice_bytes)
         pending_id = _field(request, fields, "pending_id", PENDING_HEADER)
         nonce = _field(request, fields, "nonce", NONCE_HEADER, in_query=False)
+        shown = _shown(fields.get("shown") or request.query_params.get("shown", ""))
         # Cheap checks before the recogniser spends a second of CPU on the recording.
         pending = await _open_set(services, device, pending_id, nonce)
         with events.transcribing():
@@ -241,12 +258,13 @@ def device_router(services: Services) -> APIRouter:
             recogniser=result.recogniser,
             model=result.model,
             fingerprint_id=result.fingerprint_id,
+            shown_in_full=shown,
         )
         return _answer(services, evidence, await gate.answer(evidence), heard=heard)
 
     @router.post("/more-time", response_model=PendingOut, openapi_extra=_SIGNED)
     async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
-        """More time to decide (WCAG 2.2.1): the set's clock restarts; it never shortens."""
+        """More time to decide (WCAG 2.2.1): the stage's TTL is added to the deadline."""
         extended = await gate.extend(body.pending_id, user=device.user)
         return PendingOut.of(extended, now=clock(), max_extensions=gate.max_extensions)
 
@@ -368,6 +386,20 @@ async def _read_audio(request: Request, limit: int) -> tuple[bytes, str | None, 
     data = await audio.read()
     await form.close()
     return data, audio.content_type, fields
+
+
+def _shown(text: str) -> frozenset[int]:
+    """The ``shown`` field or query (``"1,3"``): the cards whose full text the device showed.
+
+    It is signed like the rest of the request (the query is in the signed path, a form field in
+    the signed body). Anything but card numbers 1 to 5 is a bad request, never ignored.
+    """
+    if not text:
+        return frozenset()
+    parts = text.split(",")
+    if len(parts) > MAX_CARDS or not all(p in _CARD_NUMBERS for p in parts):
+        raise Refused(Reason.BAD_REQUEST, "shown is a list of card numbers such as 1,3")
+    return frozenset(int(p) for p in parts)
 
 
 def _card_words(pending: PendingSet) -> tuple[str, ...]:

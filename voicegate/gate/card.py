@@ -26,7 +26,9 @@ Markers after a value point at what a careful reader could still miss:
 - ``⚠ look-alike characters``: fullwidth, mathematical or other styled letters and digits.
 - ``⚠ hidden characters``: the value held characters now shown as escapes.
 - ``⚠ not NFC``: combining sequences that look the same as a different string.
-- ``… (+N chars)``: the value was cut for display; the hash still covers all of it.
+- ``… (+N chars)``: the value was cut for display; the hash still covers all of it. ``full``
+  renders the card with nothing cut; the device API sends it beside the short text, and a yes to
+  a shortened card releases only when the device says it showed the full text.
 """
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ _LATIN_LOOKALIKES = frozenset("аеорсухѕіјһԁԛԝүӏкмнтвАВЕ�
 _TRUNCATION = "… (+{} chars)"
 
 
-def render(tool: str, arguments: Mapping[str, Any], *, max_value_chars: int = 200) -> str:
-    """The card: a ``tool:`` line, then one ``name = value`` line per argument, keys sorted."""
+def render(tool: str, arguments: Mapping[str, Any], *, max_value_chars: int | None = 200) -> str:
+    """The card: a ``tool:`` line, then one ``name = value`` line per argument, keys sorted.
+
+    ``max_value_chars=None`` cuts nothing: the full text, which the device shows on request.
+    """
     values = _arguments(arguments)
     lines = [f"tool: {_name(tool, max_value_chars)}{_tail(_findings(tool))}"]
     for key in sorted(values):
@@ -64,6 +69,11 @@ def render(tool: str, arguments: Mapping[str, Any], *, max_value_chars: int = 20
         shown = _shown(_json(value), max_value_chars)
         lines.append(f"  {_name(key, max_value_chars)} = {shown}{_tail(found)}")
     return "\n".join(lines)
+
+
+def full(tool: str, arguments: Mapping[str, Any]) -> str:
+    """The card with nothing cut: what a device shows when the user opens a shortened card."""
+    return render(tool, arguments, max_value_chars=None)
 
 
 def summary(tool: str, arguments: Mapping[str, Any], *, max_value_chars: int = 40) -> str:
@@ -92,14 +102,14 @@ def _json(value: Any) -> str:
     return escape(text)
 
 
-def _name(name: str, limit: int) -> str:
+def _name(name: str, limit: int | None) -> str:
     if _PLAIN_NAME.fullmatch(name):
         return name
     return _shown(escape(json.dumps(name, ensure_ascii=False)), limit)
 
 
-def _shown(text: str, limit: int) -> str:
-    if len(text) <= limit:
+def _shown(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
         return text
     kept = 0
     for unit in _UNIT.finditer(text):

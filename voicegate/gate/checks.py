@@ -12,6 +12,7 @@ CHECK_NAMES: tuple[str, ...] = (
     "evidence_fresh",  # made after the set opened and not older than the freshness window
     "words_choose_one_card",  # the answer names exactly one card valid at this stage
     "action_unchanged",  # the action still hashes and renders as shown
+    "shown_in_full",  # a card shortened for display had its full text on the device's screen
     "registered_write",  # the tool is a write the operator gates
     "evidence_consumed_once",  # this evidence was never used before
     "nonce_consumed_once",  # this set's nonce was never spent before

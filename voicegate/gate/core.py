@@ -249,6 +249,14 @@ class Gate:
                 evidence, pending, checks.fail("action_unchanged", Reason.ACTION_CHANGED), checks
             )
         checks.ok("action_unchanged")
+        if not _shown_enough(action, chosen, evidence):
+            return self._refused(
+                evidence,
+                pending,
+                checks.fail("shown_in_full", Reason.NOT_SHOWN_IN_FULL),
+                checks,
+            )
+        checks.ok("shown_in_full")
         if not self.is_write(action.tool):
             return self._refused(
                 evidence, pending, checks.fail("registered_write", Reason.NOT_A_WRITE), checks
@@ -269,7 +277,12 @@ class Gate:
         return await self._release(evidence, pending, chosen, checks)
 
     async def extend(self, pending_id: str, *, user: str) -> PendingSet:
-        """More time (WCAG 2.2.1): the deadline becomes max(old, now + the stage's TTL)."""
+        """More time (WCAG 2.2.1): the stage's TTL is added to the deadline, at most
+        ``max_extensions`` times.
+
+        Adding, not resetting to now + TTL: asked for right after a card appears, a reset would
+        gain a few seconds and still spend one of the extensions.
+        """
         for _ in range(SWAP_ATTEMPTS):
             pending = await self._get(pending_id)
             self._require_owner(pending, user)
@@ -281,7 +294,7 @@ class Gate:
             if pending.extensions >= self.max_extensions:
                 raise Refused(Reason.EXTENSION_LIMIT)
             extended = pending.replace(
-                deadline=max(pending.deadline, now + pending.ttl),
+                deadline=pending.deadline + pending.ttl,
                 extensions=pending.extensions + 1,
             )
             if await self.store.pending.swap(pending, extended):
@@ -739,6 +752,8 @@ class Gate:
             error=error,
             first_yes=pending.first_yes,
             choice=_choice_of(pending),
+            # A device release passed ``shown_in_full``: the screen held the whole text.
+            shown_text=card.full(action.tool, action.arguments) if evidence else None,
         )
 
     async def _append(self, draft: Receipt) -> Receipt:
@@ -879,3 +894,14 @@ def _placeholder(evidence: Evidence) -> PendingSet:
         ttl=0.0,
         status=Status.EXPIRED,
     )
+
+
+def _shown_enough(action: Action, chosen: int, evidence: Evidence) -> bool:
+    """A card shortened for display releases only when the device showed its full text.
+
+    A card that was not cut showed everything already. The device names what it showed in the
+    signed answer; a device that names nothing is taken to have shown the short text only.
+    """
+    if card.full(action.tool, action.arguments) == action.card_text:
+        return True
+    return chosen in evidence.shown_in_full

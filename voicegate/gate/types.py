@@ -172,6 +172,8 @@ class Evidence:
     recogniser: str | None = None
     model: str | None = None
     fingerprint_id: str | None = None
+    # The card numbers whose full text the device had on screen (a shortened card needs it).
+    shown_in_full: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +250,8 @@ class Receipt:
     error: str | None = None
     first_yes: FirstYes | None = None
     choice: Choice | None = None
+    # The whole text the device showed for this action when the user said yes.
+    shown_text: str | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
@@ -255,13 +259,13 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes`` and ``choice`` are left out when there is none, so receipts written
-        before they existed keep their digests.
+        ``first_yes``, ``choice`` and ``shown_text`` are left out when there are none, so
+        receipts written before they existed keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        for optional in ("first_yes", "choice"):
+        for optional in ("first_yes", "choice", "shown_text"):
             if data[optional] is None:
                 del data[optional]
         return data

@@ -1,6 +1,6 @@
 """The ``/approve`` page: a paired device's window onto its user's waiting cards.
 
-Three static files (HTML, an ES module and a stylesheet) served from the package, with no CDN
+Static files (the HTML, a few ES modules and a stylesheet) served from the package, with no CDN
 and no build step. The page makes its own ECDSA P-256 key pair in the browser (the private key
 never leaves it), pairs with the operator's code, then signs every request to ``/device/*``.
 """
@@ -14,9 +14,9 @@ from fastapi.responses import HTMLResponse
 
 from voicegate.services import Services
 
-_FILES = {
-    "approve.js": "text/javascript; charset=utf-8",
-    "approve.css": "text/css; charset=utf-8",
+_MEDIA = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
 }
 # The page needs nothing from elsewhere: a script injected into card text could not load more
 # code or send the nonce anywhere but this server.
@@ -37,13 +37,23 @@ def _read(name: str) -> bytes:
     return resources.files("voicegate.web").joinpath("static", name).read_bytes()
 
 
+def _assets() -> dict[str, tuple[bytes, str]]:
+    """Every script and stylesheet in ``static/``, by file name, with its media type."""
+    found = {}
+    for entry in resources.files("voicegate.web").joinpath("static").iterdir():
+        media = _MEDIA.get("." + entry.name.rpartition(".")[2])
+        if media is not None and entry.is_file():
+            found[entry.name] = (entry.read_bytes(), media)
+    return found
+
+
 def approve_router(services: Services | None = None) -> APIRouter:
-    """``GET /approve`` and its two assets; not part of the API schema.
+    """``GET /approve`` and its assets; not part of the API schema.
 
     The page needs nothing from ``services``; the parameter keeps one factory shape for routers.
     """
     page = _read("approve.html")
-    assets = {name: (_read(name), media) for name, media in _FILES.items()}
+    assets = _assets()
     router = APIRouter(include_in_schema=False)
 
     @router.get("/approve")

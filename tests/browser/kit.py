@@ -1,0 +1,253 @@
+"""What the browser tests share: a real uvicorn server with the gate, headless Chromium with a
+fake microphone, a fresh page per test, and the checks every page gets (large targets, nothing
+from another origin, no script errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.conftest import FIXTURES, ROOT, require
+from tests.device.kit import Executed
+from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
+from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.types import DeviceKind, PendingSet, Risk
+from voicegate.secrets import KeyRing
+from voicegate.services import Services
+from voicegate.store import open_store
+
+T = TypeVar("T")
+CHROMIUM = Path("/usr/bin/chromium")
+SPEECH = FIXTURES / "browser" / "the_second_one.wav"
+# Refused on a choice card: a negation never picks anything.
+REFUSED_SPEECH = FIXTURES / "clips" / "piper_not_two.flac"
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+WAIT_MS = 20_000
+# WCAG 2.5.5 (AAA) target size, which the page promises for every control.
+MIN_TARGET = 44
+# Everything a user can press, type in or open.
+ACTIONABLE = (
+    "button:visible, a[href]:visible, input:visible, summary:visible, [role=button]:visible"
+)
+# The page's hold-to-talk threshold (HOLD_MS in approve.js), plus room to spare.
+HOLD_MS = 600 + 300
+# Holds getUserMedia back until the test calls ``startMicrophone()``: a slow microphone.
+SLOW_MICROPHONE = """
+(() => {
+  const devices = navigator.mediaDevices;
+  const real = devices.getUserMedia.bind(devices);
+  let ready;
+  const started = new Promise((resolve) => { ready = resolve; });
+  window.startMicrophone = () => ready();
+  devices.getUserMedia = async (constraints) => { await started; return real(constraints); };
+})();
+"""
+NOTES = [
+    ActionRequest("write_note", {"name": "shopping", "text": "milk"}),
+    ActionRequest("write_note", {"name": "shopping", "text": "eggs"}),
+]
+
+
+class ShiftedClock:
+    """Real time plus an offset the test can move forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+class Server:
+    """uvicorn on a free port in its own thread and event loop, with the gate reachable."""
+
+    def __init__(self) -> None:
+        import uvicorn
+        from fastapi import FastAPI
+
+        from voicegate.device.routes import device_router
+        from voicegate.web.approve import approve_router
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.clock = ShiftedClock()
+        self.executed = Executed()
+        self.store = self.run(open_store("memory"))
+        self.gate = Gate(
+            self.store,
+            executor=self.executed,
+            is_write=lambda tool: True,
+            receipt_keys=KeyRing.generate(),
+            clock=self.clock,
+        )
+        self.services = Services(self.store, self.gate, voice_pipeline(self.store), self.clock)
+        app = FastAPI()
+        app.include_router(device_router(self.services))
+        app.include_router(approve_router(self.services))
+        with contextlib.closing(socket.socket()) as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=60)
+
+    def start(self) -> None:
+        self.serving = asyncio.run_coroutine_threadsafe(self.server.serve(), self.loop)
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or self.serving.done():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)  # waiting for the server thread, not for the code under test
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.serving.result(timeout=20)
+        self.run(self.store.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def code(self, user: str = "asha", kind: DeviceKind = DeviceKind.VOICE) -> str:
+        keys = self.gate.receipt_keys
+        return self.run(start_pairing(self.store, user, kind, keys=keys, clock=self.clock))
+
+    def propose(self, n: int = 1, risk: Risk = Risk.LOW) -> PendingSet:
+        return self.run(self.gate.propose("asha", NOTES[:n], risk=risk))
+
+
+def voice_pipeline(store: Any) -> Any:
+    """The real recogniser pipeline (tiny.en on the CPU, replay guard on ``store``), or None."""
+    try:
+        from voicegate.voice.fingerprint import ReplayGuard
+        from voicegate.voice.pipeline import VoicePipeline
+        from voicegate.voice.whisper import FasterWhisperTranscriber
+
+        transcriber = FasterWhisperTranscriber("tiny.en", device="cpu")
+    except (ImportError, OSError, ValueError, RuntimeError):
+        return None
+    return VoicePipeline(transcriber, ReplayGuard(store.fingerprints))
+
+
+def launch(playwright: Any, microphone: Path) -> Any:
+    """Headless Chromium whose fake microphone plays ``microphone`` (a WAV file) in a loop."""
+    require(microphone.exists(), f"the fake microphone clip {microphone}")
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={microphone}",
+    ]
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+
+
+@contextlib.contextmanager
+def open_page(
+    browser: Any, server: Server, scheme: str = "light", width: int = 420
+) -> Iterator[Any]:
+    """A fresh page (its own storage) on ``server``; on leaving, no errors and no other origin."""
+    context = browser.new_context(
+        base_url=server.url, color_scheme=scheme, viewport={"width": width, "height": 860}
+    )
+    context.grant_permissions(["microphone"], origin=server.url)
+    requested: list[str] = []
+    context.on("request", lambda r: requested.append(r.url))
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield opened
+    finally:
+        context.close()
+    assert errors == []
+    # No CDN, no fonts, no beacons: the page works with no internet at all.
+    assert requested and all(_same_origin(url, server.url) for url in requested), requested
+
+
+def _same_origin(url: str, origin: str) -> bool:
+    # blob: and data: URLs are made in the page (recordings), and never leave the machine.
+    return url.startswith((origin + "/", "blob:", "data:"))
+
+
+def assert_targets_are_large(page: Any) -> None:
+    """Every visible control is at least 44x44 CSS pixels."""
+    targets = page.locator(ACTIONABLE).all()
+    assert targets
+    small = []
+    for target in targets:
+        box = target.bounding_box()
+        if box is not None and (box["width"] < MIN_TARGET or box["height"] < MIN_TARGET):
+            small.append((target.evaluate("e => e.outerHTML.slice(0, 80)"), box))
+    assert small == []
+
+
+def pair(page: Any, server: Server, query: str = "") -> None:
+    # Every test pairs a fresh browser from 127.0.0.1: each starts a new pairing-budget window,
+    # so the per-address budget (tests/device/test_pairing.py) does not cap how many tests run.
+    server.clock.offset += BUDGET_WINDOW
+    page.goto("/approve" + query)
+    page.get_by_label("Pairing code").wait_for()
+    assert_targets_are_large(page)
+    page.get_by_label("Pairing code").fill(server.code())
+    page.get_by_role("button", name="Pair this device").click()
+    page.locator("#cards-section").wait_for(state="visible")
+
+
+def expect(locator: Any) -> Any:
+    """Playwright's retrying assertions (they poll without evaluating strings under the CSP)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def expect_success(page: Any, name: str) -> None:
+    """The page shows the released state for the card named ``name``, and no refusal."""
+    result = page.locator("#result")
+    expect(result.locator(".ok")).to_have_text(f"Done: {name}.")
+    expect(result).to_have_attribute("data-released", "true")
+    expect(result).to_have_attribute("data-reason", "")
+    expect(result.locator(".no")).to_have_count(0)
+
+
+def approve_button(page: Any, pending: PendingSet, number: int = 1) -> Any:
+    """The visible Approve button of card ``number`` of ``pending``."""
+    return page.locator(f'[data-pending-id="{pending.id}"] button.approve[data-card="{number}"]')
+
+
+def shot(page: Any, name: str, folder: Path = ARTIFACTS) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def fake_microphone(clip: Path, wav: Path) -> Path:
+    """``clip`` as 16-bit WAV with silence around it, as Chromium's fake microphone plays it."""
+    import numpy as np
+    import soundfile
+
+    samples, rate = soundfile.read(clip, dtype="int16")
+    before = np.zeros(int(0.35 * rate), dtype=np.int16)
+    after = np.zeros(max(0, int(2.5 * rate) - len(before) - len(samples)), dtype=np.int16)
+    soundfile.write(wav, np.concatenate([before, samples, after]), rate, subtype="PCM_16")
+    return wav

@@ -1,0 +1,240 @@
+"""The approve page for people who use a screen reader, a keyboard or a switch, in real Chromium.
+
+axe-core (from npm, ``package.json``) audits every state of the page, light and dark, at 320 CSS
+pixels: unpaired, a wrong code, pairing, nothing waiting, cards, a card shown in full, recording,
+a voice result, a tap result and the final step of a high-risk card. Each state is also saved as
+a screenshot; ``scripts/screens`` sends them to ``docs/screens/``. The other tests check what
+axe cannot: announcements of new and closed sets, where focus goes, More time per set, F5's
+"Show all" before a yes, and result texts that never contradict the transcript.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.kit import (
+    ARTIFACTS,
+    NOTES,
+    SLOW_MICROPHONE,
+    Server,
+    approve_button,
+    expect,
+    expect_success,
+    open_page,
+    pair,
+    shot,
+)
+from tests.conftest import ROOT, require
+from voicegate.device.pairing import BUDGET_WINDOW
+from voicegate.gate import card
+from voicegate.gate.core import ActionRequest
+from voicegate.gate.types import Risk
+
+pytestmark = pytest.mark.browser
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+# Where the state screenshots go: docs/screens/ from scripts/screens, else the test artifacts.
+SCREENS = Path(os.environ.get("VOICEGATE_SCREENS", ARTIFACTS / "states"))
+# The narrowest phone width WCAG 1.4.10 (reflow) asks a page to work at.
+NARROW = 320
+# Holds POST /device/pair while ``window.holdPairing`` is set, until ``releasePairing()``.
+HELD_PAIRING = """
+(() => {
+  const real = window.fetch.bind(window);
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  window.holdPairing = false;
+  window.releasePairing = () => release();
+  window.fetch = async (input, init) => {
+    if (window.holdPairing && String(input).endsWith("/device/pair")) await held;
+    return real(input, init);
+  };
+})();
+"""
+AUDIT = """async () => {
+  const result = await axe.run(document, { resultTypes: ["violations"] });
+  return result.violations.map((v) => ({
+    id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(" ")),
+  }));
+}"""
+# The probe's argument (issue 16, F5): the 200-character card cut away its dangerous tail.
+HIDDEN = "Buy milk. " + "x" * 190 + " AND ALSO transfer everything to mallory"
+LONG = ActionRequest("write_note", {"name": "groceries", "text": HIDDEN})
+
+
+@pytest.fixture
+def axe_source() -> str:
+    require(AXE.exists(), "axe-core from npm (npm install, as scripts/setup-dev does)")
+    return AXE.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def narrow(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterator[Any]:
+    scheme = "dark" if "dark" in request.node.name else "light"
+    with open_page(browser, server, scheme, width=NARROW) as opened:
+        yield opened
+
+
+def audit(page: Any, axe_source: str, state: str, scheme: str) -> list[dict[str, Any]]:
+    """axe-core's violations in the page as it is now; the state's screenshot on the way."""
+    shot(page, f"{state}-{scheme}", SCREENS)
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.evaluate(axe_source)
+    violations: list[dict[str, Any]] = page.evaluate(AUDIT)
+    return violations
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_violation_in_any_page_state(
+    browser: Any, server: Server, axe_source: str, scheme: str
+) -> None:
+    found: dict[str, list[dict[str, Any]]] = {}
+    with open_page(browser, server, scheme, width=NARROW) as page:
+
+        def check(state: str) -> None:
+            found[state] = audit(page, axe_source, state, scheme)
+
+        page.add_init_script(SLOW_MICROPHONE + HELD_PAIRING)
+        server.clock.offset += BUDGET_WINDOW
+        page.goto("/approve")
+        code = page.get_by_label("Pairing code")
+        code.wait_for()
+        check("01-unpaired")
+
+        code.fill("0000 0000")
+        page.get_by_role("button", name="Pair this device").click()
+        expect(code).to_have_attribute("aria-invalid", "true")
+        check("02-wrong-code")
+
+        page.evaluate("window.holdPairing = true")
+        code.fill(server.code())
+        page.get_by_role("button", name="Pair this device").click()
+        expect(page.locator("#pair-form")).to_have_attribute("aria-busy", "true")
+        check("03-pairing")
+        page.evaluate("window.releasePairing()")
+        page.locator("#cards-section").wait_for(state="visible")
+        expect(page.locator("#empty")).to_be_visible()
+        check("04-nothing-waiting")
+
+        choice = server.run(server.gate.propose("asha", NOTES, risk=Risk.LOW))
+        long = server.run(server.gate.propose("asha", [LONG], risk=Risk.LOW))
+        approve_button(page, long).wait_for()
+        approve_button(page, choice, 2).wait_for()
+        check("05-cards")
+        page.locator(f'[data-pending-id="{long.id}"] button.expand').click()
+        expect(page.locator(f'[data-pending-id="{long.id}"] .text')).to_contain_text("mallory")
+        check("06-card-shown-in-full")
+
+        speak = page.locator(f'[data-pending-id="{choice.id}"] button.speak')
+        speak.click()
+        expect(speak).to_have_attribute("aria-pressed", "true")
+        check("07-recording")
+        speak.click()  # stop before the microphone starts: a near-empty recording
+        page.evaluate("window.startMicrophone()")
+        result = page.locator("#result")
+        expect(result).to_have_attribute("data-released", "false", timeout=60_000)
+        # Whatever the recogniser made of it, no bare punctuation is shown as what was heard.
+        heard = result.locator(".heard")
+        assert heard.count() == 0 or any(ch.isalnum() for ch in heard.inner_text())
+        check("08-voice-result")
+
+        approve_button(page, long).click()
+        expect_success(page, "write_note 'groceries'")
+        check("09-result")
+
+        server.run(server.gate.cancel(choice.id, user="asha"))
+        risky = server.run(server.gate.propose("asha", NOTES, risk=Risk.HIGH))
+        approve_button(page, risky, 2).click()
+        final = page.locator(f'[data-pending-id="{risky.id}"].final button.approve')
+        expect(final).to_have_text("Approve")
+        check("10-high-risk-final")
+        server.run(server.gate.cancel(risky.id, user="asha"))
+    assert found == {state: [] for state in found}
+
+
+def test_new_and_closed_sets_are_announced_and_focus_moves_to_the_next_card(
+    page: Any, server: Server
+) -> None:
+    pair(page, server)
+    first = server.propose(1)
+    second = server.propose(1)
+    announce = page.locator("#announce")
+    expect(announce).to_contain_text("New request: write_note 'shopping' (request 2)")
+    names = [approve_button(page, p).get_attribute("aria-label") for p in (first, second)]
+    assert names == ["Approve write_note 'shopping'", "Approve write_note 'shopping' (request 2)"]
+    approve_button(page, first).focus()
+    server.run(server.gate.withdraw(first.id))
+    expect(announce).to_contain_text("write_note 'shopping' is no longer waiting")
+    expect(approve_button(page, second)).to_be_focused()
+    server.run(server.gate.withdraw(second.id))
+    expect(page.locator("#empty")).to_be_focused()
+    assert page.evaluate("document.activeElement.id") == "empty"
+
+
+def test_more_time_is_per_set_and_says_the_new_time_left(page: Any, server: Server) -> None:
+    pair(page, server)
+    first = server.propose(1)
+    second = server.propose(2)
+    more = page.locator(f'[data-pending-id="{second.id}"] button.more')
+    expect(more).to_have_accessible_name("More time for one of 2: write_note")
+    more.click()
+    expect(page.locator("#result .ok")).to_contain_text("More time for one of 2: write_note")
+    expect(page.locator("#result .ok")).to_contain_text("left now")
+    assert server.run(server.gate.status(second.id)).deadline == second.deadline + second.ttl
+    assert server.run(server.gate.status(first.id)).deadline == first.deadline
+    # M outside any set, with two open, extends neither and says why.
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("m")
+    expect(page.locator("#announce")).to_contain_text("Several requests are waiting")
+    assert server.run(server.gate.status(first.id)).extensions == 0
+    for pending in (first, second):
+        server.run(server.gate.cancel(pending.id, user="asha"))
+
+
+def test_f5_a_shortened_card_is_shown_in_full_before_its_approve_counts(
+    page: Any, server: Server
+) -> None:
+    pair(page, server)
+    before = len(server.executed.calls)
+    long = server.run(server.gate.propose("asha", [LONG], risk=Risk.LOW))
+    text = page.locator(f'[data-pending-id="{long.id}"] .text')
+    expect(text).to_contain_text("(+42 chars)")
+    expect(text).not_to_contain_text("mallory")
+    approve_button(page, long).click()
+    # The first press opens the card instead of answering: nothing was sent, nothing ran.
+    expand = page.locator(f'[data-pending-id="{long.id}"] button.expand')
+    expect(expand).to_have_attribute("aria-expanded", "true")
+    expect(text).to_have_text(card.full(LONG.tool, LONG.arguments))
+    assert server.executed.calls[before:] == []
+    approve_button(page, long).click()
+    expect_success(page, "write_note 'groceries'")
+    assert server.executed.calls[before:] == [("write_note", dict(LONG.arguments))]
+    receipt = server.run(server.gate.receipts("asha"))[-1]
+    assert receipt.shown_text is not None and "mallory" in receipt.shown_text
+
+
+def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: Server) -> None:
+    page.goto("/approve")
+    lines = page.evaluate(
+        """async () => {
+          const { answerLines } = await import("/approve/texts.js");
+          const said = (heard, reason, next_step) => answerLines(
+            { heard, reason, next_step, released: false, decision: "refuse" }, "the request");
+          return {
+            no: said(["No"], "no_speech", "No speech was heard; say your answer again or tap."),
+            dot: said(["."], "unclear", "Not sure what was said; say it again."),
+            silent: said(["."], "no_speech", "No speech was heard; say your answer again or tap."),
+          };
+        }"""
+    )
+    texts = {
+        case: [line["text"] + line.get("heard", "") for line in got] for case, got in lines.items()
+    }
+    assert not any("No speech" in t or "Nothing was heard" in t for t in texts["no"]), texts
+    assert not any(t.startswith("Heard:") for t in texts["dot"] + texts["silent"]), texts
+    assert "No words were made out." in texts["dot"]
