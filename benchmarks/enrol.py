@@ -1,0 +1,210 @@
+"""Personal answers on real speech: template matching alone, and fused with the recogniser.
+
+    # templates alone (no model): per speaker, enrol takes 0-2 of "one".."five", decide the rest
+    .venv/bin/python benchmarks/enrol.py templates
+    .venv/bin/python benchmarks/enrol.py templates --sweep   # the rule constants, per split
+    # fused with the recogniser's cached hearings (benchmarks/calibrate.py hear, FSDD only)
+    .venv/bin/python benchmarks/enrol.py fused --cache bench-out/hear-tiny-fsdd.jsonl
+
+The set is ``../shared/corpus/fsdd`` (4 speakers × 50 takes × the digits 0-9): choose one of
+five cards, "one".."five" choose that card, "zero" and "six".."nine" must release nothing. Each
+speaker enrols ``--takes`` takes (0, 1, 2 by default) of "one".."five"; every other take of every
+digit is decided. Constants are chosen on the calibration split (jackson, theo) only; nicolas and
+yweweler are the report split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+from voicegate.voice import audio, templates
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
+CALIBRATION = ("jackson", "theo")
+CARDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    """One FSDD recording and its features."""
+
+    id: str
+    speaker: str
+    digit: int
+    take: int
+    features: templates.Matrix
+
+
+def load(speakers: tuple[str, ...] | None = None) -> list[Take]:
+    """Every FSDD take (of ``speakers`` when given), decoded as the server decodes uploads."""
+    out = []
+    for path in sorted((CORPUS / "fsdd").glob("*.wav")):
+        digit, speaker, take = path.stem.split("_")
+        if speakers and speaker not in speakers:
+            continue
+        clip = audio.decode(path.read_bytes())
+        out.append(
+            Take(path.stem, speaker, int(digit), int(take), templates.features(clip.samples))
+        )
+    return out
+
+
+def card(digit: int) -> Decision:
+    """The answer a digit means on a five-card set."""
+    return Decision(Kind.CHOOSE, card=digit)
+
+
+def wanted(digit: int) -> Decision | None:
+    """What a spoken digit must release: its card for 1..5, nothing otherwise."""
+    return card(digit) if 1 <= digit <= CARDS else None
+
+
+def outcome(digit: int, released: Decision | None) -> str:
+    """right, wrong (a wrong card), released (a negative released), refused or held."""
+    want = wanted(digit)
+    if want is None:
+        return "released" if released is not None and released.releases else "held"
+    if released == want:
+        return "right"
+    return "wrong" if released is not None and released.releases else "refused"
+
+
+def split(takes: list[Take], enrol: int) -> dict[str, tuple[list[templates.Template], list[Take]]]:
+    """Per speaker: the templates (the first ``enrol`` takes of 1..5) and the takes to decide."""
+    out: dict[str, tuple[list[templates.Template], list[Take]]] = {}
+    for t in takes:
+        enrolled, rest = out.setdefault(t.speaker, ([], []))
+        if 1 <= t.digit <= CARDS and t.take < enrol:
+            enrolled.append(templates.Template(card(t.digit), t.features))
+        else:
+            rest.append(t)
+    return out
+
+
+def nearest_table(
+    takes: list[Take], enrol: int
+) -> dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]]:
+    """Per speaker: the templates, and each take to decide with its nearest distance per card."""
+    out = {}
+    for speaker, (enrolled, rest) in split(takes, enrol).items():
+        rows = []
+        for t in rest:
+            nearest: dict[Decision, float] = {}
+            for e in enrolled:
+                d = templates.distance(t.features, e.features)
+                nearest[e.meaning] = min(d, nearest.get(e.meaning, float("inf")))
+            rows.append((t, nearest))
+        out[speaker] = (enrolled, rows)
+    return out
+
+
+def template_table(
+    near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
+    margin: float,
+    slack: float,
+    reach: float,
+) -> dict[str, Counter[str]]:
+    """Per speaker, the outcome counts of the template rule alone."""
+    table: dict[str, Counter[str]] = {}
+    for speaker, (enrolled, rows) in near.items():
+        r = templates.radii(enrolled, slack, reach)
+        counts: Counter[str] = Counter()
+        for t, nearest in rows:
+            counts[outcome(t.digit, templates.judge(nearest, r, margin).meaning)] += 1
+        table[speaker] = counts
+    return table
+
+
+def print_table(title: str, table: dict[str, Counter[str]]) -> None:
+    """A markdown table: per speaker, positives right / wrong / refused, negatives released."""
+    print(f"\n{title}")
+    print("| speaker | split | right | of | wrong cards | refused | negatives released | of |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    total: Counter[str] = Counter()
+    for speaker in sorted(table):
+        c = table[speaker]
+        total.update(c)
+        positives = c["right"] + c["wrong"] + c["refused"]
+        negatives = c["released"] + c["held"]
+        where = "calibration" if speaker in CALIBRATION else "report"
+        print(
+            f"| {speaker} | {where} | {c['right']} ({100 * c['right'] / positives:.1f} %) | "
+            f"{positives} | {c['wrong']} | {c['refused']} | {c['released']} | {negatives} |"
+        )
+    positives = total["right"] + total["wrong"] + total["refused"]
+    print(
+        f"| all | | {total['right']} ({100 * total['right'] / positives:.1f} %) | {positives} | "
+        f"{total['wrong']} | {total['refused']} | {total['released']} | "
+        f"{total['released'] + total['held']} |"
+    )
+
+
+def run_templates(args: argparse.Namespace) -> int:
+    """The template rule alone, at the shipped constants (and a sweep with ``--sweep``)."""
+    started = time.perf_counter()
+    takes = load()
+    print(f"{len(takes)} takes loaded in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    started = time.perf_counter()
+    near = nearest_table(takes, args.takes)
+    elapsed = time.perf_counter() - started
+    if args.sweep:
+        print("| margin | slack | reach | calibration right | wrong | released | report right | "
+              "wrong | released |")  # fmt: skip
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for margin in (1.0, 1.1, 1.2):
+            for slack in (1.0, 1.5, 2.0):
+                for reach in (0.5, 0.6, 0.7, 0.8, 1.0):
+                    table = template_table(near, margin, slack, reach)
+                    cal = sum((table[s] for s in table if s in CALIBRATION), Counter())
+                    rep = sum((table[s] for s in table if s not in CALIBRATION), Counter())
+                    print(
+                        f"| {margin} | {slack} | {reach} | {cal['right']} | {cal['wrong']} | "
+                        f"{cal['released']} | {rep['right']} | {rep['wrong']} | "
+                        f"{rep['released']} |"
+                    )
+    print_table(
+        "nearest template alone (no rejection): MFCC + DTW",
+        template_table(near, 1.0, float("inf"), float("inf")),
+    )
+    table = template_table(near, templates.MARGIN, templates.SLACK, templates.REACH)
+    print_table(
+        f"templates alone: MFCC + DTW, {args.takes} takes enrolled, margin {templates.MARGIN}, "
+        f"slack {templates.SLACK}, reach {templates.REACH}",
+        table,
+    )
+    decided = sum(sum(c.values()) for c in table.values())
+    print(f"\n{decided} answers in {elapsed:.1f} s: {1000 * elapsed / decided:.1f} ms each "
+          f"against {5 * args.takes} templates")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps({k: dict(v) for k, v in table.items()}, indent=2))
+    return 0
+
+
+def main() -> int:
+    """Command line: templates (and fused, once the recogniser's hearings are cached)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("templates")
+    p.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    p.add_argument("--sweep", action="store_true", help="sweep margin and slack")
+    p.add_argument("--json", default=None)
+    args = parser.parse_args()
+    np.seterr(all="ignore")
+    _ = Stage  # the five-card set is decided at the choose stage
+    return run_templates(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
