@@ -21,14 +21,14 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
-from voicegate.voice import audio, templates
+from voicegate.voice import audio, calibration, decision, templates
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -192,18 +192,97 @@ def run_templates(args: argparse.Namespace) -> int:
     return 0
 
 
+def fused_rows(
+    near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
+    cache: Path,
+) -> list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]]:
+    """Per decided take that the recogniser heard: transcript, hypotheses, verdict, match."""
+    import calibrate  # the cached hearings and the server's own hypothesis code
+
+    heard = calibrate.load(cache)
+    readings = calibrate.readings(("en",))[(CARDS, Stage.CHOOSE)]
+    shipped = calibration.of("tiny.en")
+    rows = []
+    for _speaker, (enrolled, takes) in near.items():
+        r = templates.radii(enrolled)
+        for t, nearest in takes:
+            h = heard.get(t.id)
+            if h is None:
+                continue
+            m = templates.judge(nearest, r)
+            if h.refusal is not None:
+                v = decision.Verdict(Decision(Kind.REFUSE, reason=h.refusal), 0.0, "recogniser")
+                rows.append((t, v.decision, [], v, m))
+                continue
+            said, hyps = calibrate.verdicts(h, readings, CARDS, Stage.CHOOSE)
+            v = decision.decide(hyps, said, Stage.CHOOSE, shipped, CARDS)
+            rows.append((t, said, hyps, v, m))
+    return rows
+
+
+def fused_table(
+    rows: list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]],
+    need: float | None,
+    hard: bool,
+) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
+    """Outcome counts per speaker (``need`` None: the recogniser alone), and per rule."""
+    cal = replace(calibration.of("tiny.en"), fused=need if need is not None else float("inf"))
+    table: dict[str, Counter[str]] = {}
+    rules: Counter[tuple[str, str]] = Counter()
+    for t, said, hyps, v, m in rows:
+        if need is not None:
+            taught = decision.Taught(m.nearest, m.meaning is not None, hard)
+            v = decision.fuse(v, hyps, said, taught, Stage.CHOOSE, cal, CARDS)
+        o = outcome(t.digit, v.decision)
+        table.setdefault(t.speaker, Counter())[o] += 1
+        rules[(v.rule, o)] += 1
+    return table, rules
+
+
+def run_fused(args: argparse.Namespace) -> int:
+    """Fit ``Calibration.fused`` on the calibration split; report every speaker, both ways."""
+    takes = load()
+    rows = fused_rows(nearest_table(takes, args.takes), Path(args.cache))
+    print(f"{len(rows)} decided takes heard by the recogniser", file=sys.stderr)
+    grid = [round(0.01 * i, 2) for i in range(1, 100)]
+    fitted = float("inf")
+    for need in grid:
+        table, _ = fused_table(rows, need, hard=False)
+        cal = sum((table[s] for s in table if s in CALIBRATION), Counter())
+        if cal["wrong"] == 0 and cal["released"] == 0:
+            fitted = need
+            break
+    print(f"fitted fused threshold on {CALIBRATION}: {fitted}")
+    report: dict[str, object] = {"fitted": fitted}
+    for title, need, hard in (
+        ("recogniser alone (no enrolment)", None, False),
+        (f"fused, {args.takes} takes enrolled, threshold {fitted}", fitted, False),
+        (f"fused, hard for recognisers, threshold {fitted}", fitted, True),
+    ):
+        table, rules = fused_table(rows, need, hard)
+        print_table(title, table)
+        print("rules:", dict(sorted(rules.items())))
+        report[title] = {k: dict(v) for k, v in table.items()}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
 def main() -> int:
-    """Command line: templates (and fused, once the recogniser's hearings are cached)."""
+    """Command line: templates alone, or fused with the cached hearings."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("templates")
     p.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     p.add_argument("--sweep", action="store_true", help="sweep margin and slack")
     p.add_argument("--json", default=None)
+    f = sub.add_parser("fused")
+    f.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    f.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
+    f.add_argument("--json", default=None)
     args = parser.parse_args()
     np.seterr(all="ignore")
-    _ = Stage  # the five-card set is decided at the choose stage
-    return run_templates(args)
+    return run_templates(args) if args.command == "templates" else run_fused(args)
 
 
 if __name__ == "__main__":

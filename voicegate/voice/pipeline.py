@@ -24,7 +24,7 @@ from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore
-from voicegate.voice import consent, decision
+from voicegate.voice import consent, decision, templates
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 
@@ -39,6 +39,14 @@ class Guard(Protocol):
 
     async def check_and_remember(self, user: str, clip: Clip) -> str:
         """Remember the clip and return its id; raise ``AudioRefused(AUDIO_REUSED)`` on reuse."""
+        ...
+
+
+class Enrolments(Protocol):
+    """Where a user's taught answers come from (the store, in the server)."""
+
+    async def enrolment(self, user: str) -> templates.Enrolment | None:
+        """The user's enrolment; None when they taught nothing."""
         ...
 
 
@@ -125,9 +133,11 @@ class VoicePipeline:
         max_batch: int = 4,
         max_waiting: int = 16,
         workers: int = 1,
+        enrolments: Enrolments | None = None,
     ) -> None:
         self.transcriber = transcriber
         self.guard = guard
+        self.enrolments = enrolments
         self.languages = tuple(languages)
         self.lexicons = tuple(lex for lang in self.languages for lex in LEXICONS.get(lang, ()))
         self.calibration = calibrated if calibrated is not None else transcriber.calibration
@@ -210,7 +220,12 @@ class VoicePipeline:
             transcript = reading_of(hearing.text, cards, stage, card_words)
             scored = hypotheses(readings, hearing, cards, stage, card_words)
             verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
-        timings["grammar"] = _ms(self._clock() - t3)
+            timings["grammar"] = _ms(self._clock() - t3)
+            taught = await self._taught(user, clip, timings)
+            verdict = decision.fuse(
+                verdict, scored, transcript, taught, stage, self.calibration, cards
+            )
+        timings.setdefault("grammar", _ms(self._clock() - t3))
         return VoiceResult(
             decision=verdict.decision,
             transcripts=(hearing.text,),
@@ -223,6 +238,25 @@ class VoicePipeline:
             rule=verdict.rule,
             probability=verdict.probability,
         )
+
+    async def _taught(
+        self, user: str, clip: Clip, timings: dict[str, float]
+    ) -> decision.Taught | None:
+        """What the user's templates say about this answer; None when they taught nothing."""
+        if self.enrolments is None:
+            return None
+        started = self._clock()
+        enrolment = await self.enrolments.enrolment(user)
+        if enrolment is None or not enrolment.templates:
+            return None
+        # DTW against every template: a few milliseconds each, so off the event loop.
+        match = await asyncio.to_thread(
+            lambda: templates.match(
+                templates.features(clip.samples), enrolment.templates, dict(enrolment.radii)
+            )
+        )
+        timings["templates"] = _ms(self._clock() - started)
+        return decision.Taught(match.nearest, match.meaning is not None, enrolment.hard)
 
     def _refused(
         self, reason: Reason, timings: Mapping[str, float], fingerprint_id: str | None = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,11 +80,30 @@ class Match:
     """The template verdict on one answer; ``meaning`` is None when nothing matched clearly."""
 
     meaning: Decision | None
+    # The nearest meaning when it beats every other by the margin, inside the radius or not.
+    nearest: Decision | None
     distance: float
     runner_up: float
     radius: float
     # "matched", "no_templates", "too_short", "ambiguous" (margin), "far" (outside the radius)
     rule: str
+
+
+@dataclass(frozen=True, slots=True)
+class Enrolment:
+    """Everything a user taught: the templates, their radii, and the "hard for recognisers" flag.
+
+    The radii are computed once, when the templates change (``enrol``), not per answer.
+    """
+
+    templates: tuple[Template, ...]
+    radii: Mapping[Decision, Radius]
+    hard: bool = False
+
+
+def enrol(templates: Sequence[Template], hard: bool = False) -> Enrolment:
+    """A user's enrolment from their templates."""
+    return Enrolment(tuple(templates), radii(templates), hard)
 
 
 def features(samples: npt.NDArray[np.float32]) -> Matrix:
@@ -161,9 +180,9 @@ def match(
 ) -> Match:
     """The meaning of one answer by the user's templates (module docstring, rules 1 and 2)."""
     if not templates:
-        return Match(None, float("inf"), float("inf"), 0.0, "no_templates")
+        return Match(None, None, float("inf"), float("inf"), 0.0, "no_templates")
     if len(query) < MIN_FRAMES:
-        return Match(None, float("inf"), float("inf"), 0.0, "too_short")
+        return Match(None, None, float("inf"), float("inf"), 0.0, "too_short")
     nearest: dict[Decision, float] = {}
     for t in templates:
         d = distance(query, t.features)
@@ -176,7 +195,7 @@ def judge(
 ) -> Match:
     """Rules 1 and 2 on each meaning's nearest-template distance."""
     if not nearest:
-        return Match(None, float("inf"), float("inf"), 0.0, "no_templates")
+        return Match(None, None, float("inf"), float("inf"), 0.0, "no_templates")
     ranked = sorted(nearest, key=lambda m: nearest[m])
     best = ranked[0]
     d1 = nearest[best]
@@ -184,10 +203,10 @@ def judge(
     r = calibrated.get(best)
     radius = r.radius if r is not None else 0.0
     if not d1 * margin < d2:
-        return Match(None, d1, d2, radius, "ambiguous")
+        return Match(None, None, d1, d2, radius, "ambiguous")
     if r is None or not d1 <= radius:
-        return Match(None, d1, d2, radius, "far")
-    return Match(best, d1, d2, radius, "matched")
+        return Match(None, best, d1, d2, radius, "far")
+    return Match(best, best, d1, d2, radius, "matched")
 
 
 def encode(matrix: Matrix) -> bytes:
