@@ -80,6 +80,9 @@ class Reason(StrEnum):
     BAD_PAIRING_CODE = "bad_pairing_code"
     PAIRING_BUDGET = "pairing_budget"
     BAD_REQUEST = "bad_request"
+    # personal answers (enrolment)
+    UNKNOWN_TEMPLATE = "unknown_template"
+    TEMPLATE_LIMIT = "template_limit"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -142,6 +145,8 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.BAD_PAIRING_CODE: "Check the pairing code and try again.",
     Reason.PAIRING_BUDGET: "Too many pairing attempts; wait a few minutes.",
     Reason.BAD_REQUEST: "The request was not understood; check its fields.",
+    Reason.UNKNOWN_TEMPLATE: "No such taught answer of yours; list them again.",
+    Reason.TEMPLATE_LIMIT: "You have taught the most answers kept; delete some to add more.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
 }

@@ -442,7 +442,13 @@ def whisper_voice(model: str | None, langs: Sequence[str], device: str = "auto")
     def make(store: Store) -> VoicePipeline:
         from voicegate.voice.pipeline import default_pipeline
 
-        return default_pipeline(store.fingerprints, model=model, languages=langs, device=device)
+        return default_pipeline(
+            store.fingerprints,
+            model=model,
+            languages=langs,
+            device=device,
+            templates=store.templates,
+        )
 
     return make
 

@@ -23,7 +23,7 @@ from typing import Protocol
 from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
-from voicegate.store.base import FingerprintStore
+from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, templates
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
@@ -314,19 +314,23 @@ def default_pipeline(
     model: str | None = None,
     languages: Sequence[str] = ("en",),
     device: str = "auto",
+    templates: TemplateStore | None = None,
 ) -> VoicePipeline:
-    """The real recogniser with a replay guard over ``fingerprints``.
+    """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
+    answers from ``templates`` when given.
 
     ``model`` defaults to tiny.en for English alone and the multilingual base otherwise.
     Raises ``ModelError`` when the model is not installed or does not verify.
     """
+    from voicegate.voice.enrolment import StoreEnrolments
     from voicegate.voice.fingerprint import ReplayGuard
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(languages)
     name = model or ("tiny.en" if langs == ("en",) else "base")
     transcriber = FasterWhisperTranscriber(name, device=device)
-    return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs)
+    taught = StoreEnrolments(templates) if templates is not None else None
+    return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs, enrolments=taught)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
