@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/enrol.py templates --sweep   # the rule constants, per split
     # fused with the recogniser's cached hearings (benchmarks/calibrate.py hear, FSDD only)
     .venv/bin/python benchmarks/enrol.py fused --cache bench-out/hear-tiny-fsdd.jsonl
+    # time added per decision with 30 templates enrolled
+    .venv/bin/python benchmarks/enrol.py time --templates 30
 
 The set is ``../shared/corpus/fsdd`` (4 speakers × 50 takes × the digits 0-9): choose one of
 five cards, "one".."five" choose that card, "zero" and "six".."nine" must release nothing. Each
@@ -220,6 +222,10 @@ def fused_rows(
     return rows
 
 
+# Every card of the five-card set is taught.
+wanted_cards = tuple(card(k) for k in range(1, CARDS + 1))
+
+
 def fused_table(
     rows: list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]],
     need: float | None,
@@ -231,7 +237,9 @@ def fused_table(
     rules: Counter[tuple[str, str]] = Counter()
     for t, said, hyps, v, m in rows:
         if need is not None:
-            taught = decision.Taught(m.nearest, m.meaning is not None, hard)
+            taught = decision.Taught(
+                m.nearest, m.meaning is not None, hard, m.closest, frozenset(wanted_cards)
+            )
             v = decision.fuse(v, hyps, said, taught, Stage.CHOOSE, cal, CARDS)
         o = outcome(t.digit, v.decision)
         table.setdefault(t.speaker, Counter())[o] += 1
@@ -268,6 +276,28 @@ def run_fused(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_time(args: argparse.Namespace) -> int:
+    """Time added per decision with ``--templates`` enrolled: features, then the match."""
+    takes = [t for t in load(("jackson",)) if 1 <= t.digit <= CARDS]
+    per = args.templates // CARDS
+    enrolled = [templates.Template(card(t.digit), t.features) for t in takes if t.take < per]
+    queries = [t for t in takes if t.take >= per][: args.answers]
+    started = time.perf_counter()
+    r = templates.radii(enrolled)
+    radii_ms = 1000 * (time.perf_counter() - started)
+    samples = {
+        t.id: audio.decode((CORPUS / "fsdd" / f"{t.id}.wav").read_bytes()).samples for t in queries
+    }
+    started = time.perf_counter()
+    for t in queries:
+        templates.match(templates.features(samples[t.id]), enrolled, r)
+    each = 1000 * (time.perf_counter() - started) / len(queries)
+    print(f"{len(enrolled)} templates (jackson, takes 0-{per - 1} of one..five): radii once "
+          f"{radii_ms:.0f} ms; per answer (features + match) {each:.1f} ms over "
+          f"{len(queries)} answers")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     """Command line: templates alone, or fused with the cached hearings."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -280,9 +310,13 @@ def main() -> int:
     f.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     f.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
     f.add_argument("--json", default=None)
+    t = sub.add_parser("time")
+    t.add_argument("--templates", type=int, default=30)
+    t.add_argument("--answers", type=int, default=100)
     args = parser.parse_args()
     np.seterr(all="ignore")
-    return run_templates(args) if args.command == "templates" else run_fused(args)
+    run = {"templates": run_templates, "fused": run_fused, "time": run_time}[args.command]
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -245,7 +245,14 @@ def test_a_likeliest_refusal_of_meaning_wins_over_a_clear_template() -> None:
     assert fused(hyps, UNREAD, Taught(TWO, clear=True, hard=True)) == refuse(Reason.HEDGE)
 
 
-TAUGHT = st.builds(Taught, st.one_of(st.none(), DECISIONS), st.booleans(), st.booleans())
+TAUGHT = st.builds(
+    Taught,
+    st.one_of(st.none(), DECISIONS),
+    st.booleans(),
+    st.booleans(),
+    st.one_of(st.none(), DECISIONS),
+    st.frozensets(DECISIONS, max_size=4),
+)
 
 
 @given(HYPOTHESES, st.sampled_from(sorted(MEANING)), TAUGHT, st.sampled_from(list(Stage)))
@@ -276,3 +283,17 @@ def test_a_fused_release_is_the_taught_meaning_or_the_recogniser_alone(
             assert posteriors(finite)[out.decision] >= FUSING.fused
         if out.rule == "template":
             assert taught.hard and taught.clear
+
+
+def test_a_release_of_a_taught_answer_nearer_another_taught_answer_is_refused() -> None:
+    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
+    taught = frozenset({TWO, THREE})
+    near_three = Taught(None, clear=False, closest=THREE, meanings=taught)
+    assert fused(hyps, TWO, near_three) == UNCLEAR
+    assert fused(hyps, TWO, Taught(None, clear=False, closest=TWO, meanings=taught)) == TWO
+
+
+def test_a_release_of_an_answer_the_user_never_taught_is_left_to_the_recogniser() -> None:
+    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
+    only_three = Taught(None, clear=False, closest=THREE, meanings=frozenset({THREE}))
+    assert fused(hyps, TWO, only_three) == TWO

@@ -26,11 +26,13 @@ final card, "not understood"), else ``Reason.UNCLEAR``.
 **Personal answers** (``fuse``, docs/voice.md "Enrolment"). Where the user taught templates,
 their nearest meaning (``voicegate.voice.templates``) is combined with the verdict above. A
 refusal of meaning the recogniser heard, in the transcript or as the likeliest hypothesis, and a
-cancel or wait in the words, still decide. A release the templates contradict, or a transcript
-that reads as another answer, refuses. Otherwise the taught meaning is released when the
-recogniser gives it at least ``Calibration.fused`` (lower than the threshold for the recogniser
-alone, because two independent kinds of evidence agree), or, for a user who said their speech
-is hard for recognisers, when the template match is clear on its own (inside the user's radius).
+cancel or wait in the words, still decide. A release the templates contradict refuses: their
+nearest meaning by the margin is another, or the user taught the released answer and the
+nearest template by any margin means another. So does a transcript that reads as another
+answer. Otherwise the taught meaning is released when the recogniser gives it at least
+``Calibration.fused`` (lower than the threshold for the recogniser alone, because two
+independent kinds of evidence agree), or, for a user who said their speech is hard for
+recognisers, when the template match is clear on its own (inside the user's radius).
 """
 
 from __future__ import annotations
@@ -119,6 +121,9 @@ class Taught:
     clear: bool
     # The user said their speech is hard for recognisers: a clear match may decide alone.
     hard: bool = False
+    # The nearest template's meaning, by any margin, and every meaning the user taught.
+    closest: Decision | None = None
+    meanings: frozenset[Decision] = frozenset()
 
 
 def one_card(decision: Decision) -> Decision:
@@ -181,11 +186,18 @@ def fuse(
     cards: int = 1,
 ) -> Verdict:
     """The verdict of ``decide`` combined with the user's templates (module docstring)."""
-    if taught is None or taught.nearest is None:
+    if taught is None or verdict.rule in ("veto", "grammar", "recogniser"):
         return verdict
-    if verdict.rule in ("veto", "grammar", "recogniser"):
+    same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
+    released = verdict.decision
+    closest = same(taught.closest) if taught.closest is not None else None
+    taught_it = released in {same(m) for m in taught.meanings}
+    if released.releases and closest not in (None, released) and taught_it:
+        # The user taught this answer, and the answer lies nearer another one they taught.
+        return Verdict(UNCLEAR, verdict.probability, "template_disagree", closest)
+    if taught.nearest is None:
         return verdict
-    meaning = one_card(taught.nearest) if cards == 1 and stage is Stage.CHOOSE else taught.nearest
+    meaning = same(taught.nearest)
     if meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
         return verdict
     finite = [h for h in hypotheses if math.isfinite(h.score)]
@@ -204,6 +216,10 @@ def fuse(
     if taught.hard and taught.clear:
         return Verdict(meaning, probability, "template", meaning)
     return verdict
+
+
+def _as_is(decision: Decision) -> Decision:
+    return decision
 
 
 def _allowed(meaning: Decision, stage: Stage, cards: int) -> bool:

@@ -256,7 +256,13 @@ class VoicePipeline:
             )
         )
         timings["templates"] = _ms(self._clock() - started)
-        return decision.Taught(match.nearest, match.meaning is not None, enrolment.hard)
+        return decision.Taught(
+            match.nearest,
+            match.meaning is not None,
+            enrolment.hard,
+            match.closest,
+            frozenset(t.meaning for t in enrolment.templates),
+        )
 
     def _refused(
         self, reason: Reason, timings: Mapping[str, float], fingerprint_id: str | None = None

@@ -87,6 +87,8 @@ class Match:
     radius: float
     # "matched", "no_templates", "too_short", "ambiguous" (margin), "far" (outside the radius)
     rule: str
+    # The nearest template's meaning by any margin; None without templates or speech.
+    closest: Decision | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +205,10 @@ def judge(
     r = calibrated.get(best)
     radius = r.radius if r is not None else 0.0
     if not d1 * margin < d2:
-        return Match(None, None, d1, d2, radius, "ambiguous")
+        return Match(None, None, d1, d2, radius, "ambiguous", best)
     if r is None or not d1 <= radius:
-        return Match(None, best, d1, d2, radius, "far")
-    return Match(best, best, d1, d2, radius, "matched")
+        return Match(None, best, d1, d2, radius, "far", best)
+    return Match(best, best, d1, d2, radius, "matched", best)
 
 
 def encode(matrix: Matrix) -> bytes:
