@@ -7,6 +7,8 @@
     .venv/bin/python benchmarks/enrol.py fused --cache bench-out/hear-tiny-fsdd.jsonl
     # time added per decision with 30 templates enrolled
     .venv/bin/python benchmarks/enrol.py time --templates 30
+    # replays of enrolment takes refused, new takes not flagged
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py replay
 
 The set is ``../shared/corpus/fsdd`` (4 speakers × 50 takes × the digits 0-9): choose one of
 five cards, "one".."five" choose that card, "zero" and "six".."nine" must release nothing. Each
@@ -298,6 +300,60 @@ def run_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_replay(args: argparse.Namespace) -> int:
+    """Both thresholds apart: replays of enrolment takes against the guard's history of them,
+    and every new take against that history (false flags) and against the templates."""
+    import replay  # benchmarks/replay.py: the same transformations as docs/voice.md
+
+    from voicegate.errors import AudioRefused
+    from voicegate.voice import fingerprint
+
+    rng = np.random.default_rng(20261201)
+    takes = load()
+    history: dict[str, fingerprint.Library] = {}
+    samples: dict[str, np.ndarray] = {}
+    for t in takes:
+        samples[t.id] = audio.decode((CORPUS / "fsdd" / f"{t.id}.wav").read_bytes()).samples
+    for t in takes:
+        if 1 <= t.digit <= CARDS and t.take < args.takes:
+            clip = audio.from_samples(samples[t.id], audio.SAMPLE_RATE)
+            history.setdefault(t.speaker, fingerprint.Library()).add(
+                t.id, fingerprint.load(fingerprint.features(clip))
+            )
+    enrolled = [t for t in takes if 1 <= t.digit <= CARDS and t.take < args.takes]
+    print(f"{len(enrolled)} enrolment takes in the guard's history (threshold "
+          f"{fingerprint.THRESHOLD})\n")  # fmt: skip
+    print("| transformation of an enrolment take | refused as reused | refused at intake |")
+    print("| --- | ---: | ---: |")
+    total = reused_all = 0
+    for name, make in replay.TRANSFORMS.items():
+        reused = intake = 0
+        for t in enrolled:
+            try:
+                clip = audio.decode(make(samples[t.id].astype(np.float64), rng))
+            except AudioRefused:
+                intake += 1
+                continue
+            query = fingerprint.load(fingerprint.features(clip))
+            reused += history[t.speaker].match(query) is not None
+        if "expected miss" not in name:
+            total += len(enrolled)
+            reused_all += reused + intake
+        print(f"| {name} | {reused} of {len(enrolled)} | {intake} |")
+    print(f"\nrefused, all but the speed changes: {reused_all} of {total} "
+          f"({100 * reused_all / total:.2f} %)")  # fmt: skip
+    new = [t for t in takes if not (1 <= t.digit <= CARDS and t.take < args.takes)]
+    flagged = []
+    for t in new:
+        clip = audio.from_samples(samples[t.id], audio.SAMPLE_RATE)
+        hit = history[t.speaker].match(fingerprint.load(fingerprint.features(clip)))
+        if hit is not None:
+            flagged.append(f"{t.id} ~ {hit[0]} ({hit[1]:.3f})")
+    print(f"new takes flagged as replays of an enrolment take: {len(flagged)} of {len(new)} "
+          f"({100 * len(flagged) / len(new):.3f} %): {', '.join(flagged)}")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     """Command line: templates alone, or fused with the cached hearings."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -313,9 +369,13 @@ def main() -> int:
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)
     t.add_argument("--answers", type=int, default=100)
+    r = sub.add_parser("replay")
+    r.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     args = parser.parse_args()
     np.seterr(all="ignore")
-    run = {"templates": run_templates, "fused": run_fused, "time": run_time}[args.command]
+    run = {"templates": run_templates, "fused": run_fused, "time": run_time, "replay": run_replay}[
+        args.command
+    ]
     return run(args)
 
 
