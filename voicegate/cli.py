@@ -53,6 +53,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "voicegate.device.commands:add_devices_arguments",
         "voicegate.device.commands:run_devices",
     ),
+    "answers": (
+        "List or delete a user's taught answers (enrolment templates)",
+        "voicegate.device.answer_commands:add_arguments",
+        "voicegate.device.answer_commands:run",
+    ),
 }
 
 

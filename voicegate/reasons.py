@@ -84,6 +84,9 @@ class Reason(StrEnum):
     PAIRING_BUDGET = "pairing_budget"
     NO_DEVICE = "no_device"
     BAD_REQUEST = "bad_request"
+    # personal answers (enrolment)
+    UNKNOWN_TEMPLATE = "unknown_template"
+    TEMPLATE_LIMIT = "template_limit"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -153,6 +156,8 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.NO_DEVICE: "Ask the user to pair a device: the operator runs `voicegate pair` and "
     "the user enters the code on the approve page. The card waits meanwhile.",
     Reason.BAD_REQUEST: "The request was not understood; check its fields.",
+    Reason.UNKNOWN_TEMPLATE: "No such taught answer of yours; list them again.",
+    Reason.TEMPLATE_LIMIT: "You have taught the most answers kept; delete some to add more.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
 }

@@ -25,6 +25,11 @@ SIGNED_ROUTES = [
     ("/device/voice", "post"),
     ("/device/more-time", "post"),
     ("/device/receipts", "get"),
+    ("/device/enrol/voice", "post"),
+    ("/device/enrol", "get"),
+    ("/device/enrol", "delete"),
+    ("/device/enrol/{template_id}", "delete"),
+    ("/device/enrol/hard", "post"),
 ]
 
 

@@ -120,3 +120,42 @@ def test_expect_round_trips(text: str) -> None:
     assert case.expect_text == text
     assert json.loads(json.dumps(case_to_dict(case)))["expect"] == text
     assert parse_expect(text) == case.expect
+
+
+def enrol_line(**changes: Any) -> str:
+    data: dict[str, Any] = {"id": "e1", "audio": "clips/e1.wav", "expect": "choose:2"}
+    data.update({"enrol": True, "user": "u2"})
+    data.update(changes)
+    return json.dumps({k: v for k, v in data.items() if v is not None})
+
+
+def test_an_enrolment_line_needs_only_id_audio_and_expect() -> None:
+    taught, case = parse([enrol_line(), line()], BASE)
+    assert (taught.enrol, taught.user, taught.expect) == (True, "u2", Decision(Kind.CHOOSE, 2))
+    assert not case.enrol
+    assert case_to_dict(taught)["enrol"] is True and "enrol" not in case_to_dict(case)
+
+
+@pytest.mark.parametrize(
+    ("changes", "detail"),
+    [
+        ({"expect": "refuse"}, "not 'refuse'"),
+        ({"enrol": "yes"}, "true or false"),
+        ({"expect": None}, "missing keys: expect"),
+        ({"replay_of": "a"}, "cannot be a replay"),
+    ],
+)
+def test_a_bad_enrolment_line_is_refused_with_its_number(
+    changes: dict[str, Any], detail: str
+) -> None:
+    error = fault(line(), enrol_line(**changes))
+    assert error.line == 2 and detail in error.detail
+
+
+def test_a_manifest_of_enrolment_lines_alone_has_no_cases() -> None:
+    assert fault(enrol_line()).line == 0
+
+
+def test_a_case_may_replay_an_enrolment_take() -> None:
+    taught, replay = parse([enrol_line(), line(id="r", replay_of="e1", expect="refuse")], BASE)
+    assert replay.replay_of == taught.id

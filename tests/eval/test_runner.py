@@ -158,3 +158,74 @@ def test_the_eval_defaults_to_the_servers_model_and_language() -> None:
     args = parser.parse_args(["--manifest", "m.jsonl"])
     assert (args.model, args.langs) == (None, None)  # tiny.en and English, as voicegate serve
     assert "tiny.en" in parser.format_help() and "default: en" in parser.format_help()
+
+
+def synthetic_take(path: Path, pitch: float, seed: int) -> None:
+    """One synthetic "word" (a harmonic glide with its own length and vibrato) as a WAV file."""
+    rng = np.random.default_rng(seed)
+    n = int(16_000 * rng.uniform(0.45, 0.65))
+    t = np.arange(n) / 16_000
+    wobble = 1 + 0.03 * np.sin(2 * np.pi * rng.uniform(3, 7) * t + rng.uniform(0, 6.3))
+    phase = 2 * np.pi * np.cumsum(pitch * (1 + rng.uniform(0.4, 0.8) * t) * wobble) / 16_000
+    tone = sum(np.sin(k * phase) / k for k in range(1, 6)) * np.sin(np.pi * t / t[-1])
+    sf.write(path, (0.3 * tone + 0.01 * rng.standard_normal(n)).astype(np.float32), 16_000)
+
+
+def enrolment_manifest(tmp_path: Path) -> list[Case]:
+    """u1 teaches three takes of card 2 and of card 3 (one sent twice), then answers."""
+    rows: list[dict[str, Any]] = []
+    for card, pitch in ((2, 200.0), (3, 520.0)):
+        for seed in range(3):
+            name = f"t{card}{seed}"
+            synthetic_take(tmp_path / f"{name}.wav", pitch, seed)
+            rows.append({"id": name, "audio": f"{name}.wav", "expect": f"choose:{card}",
+                         "enrol": True})  # fmt: skip
+    rows.append({"id": "again", "audio": "t20.wav", "expect": "choose:2", "enrol": True})
+    synthetic_take(tmp_path / "new.wav", 200.0, 3)
+    case = {"cards": 3, "stage": "choose", "class": "c", "lang": "en"}
+    rows.append({"id": "new-two", "audio": "new.wav", "expect": "choose:2", **case})
+    rows.append({"id": "replayed", "audio": "t21.wav", "expect": "refuse", "replay_of": "t21",
+                 **case})  # fmt: skip
+    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    return load(tmp_path / "m.jsonl")
+
+
+def unsure(store: Any) -> Any:
+    """The real pipeline and replay guard over the app's store. The recogniser cannot read the
+    answer: its free transcript takes most of the mass, card two gets 0.13, under the 0.9 it
+    needs alone and over the 0.1 it needs when the user's templates agree."""
+    from voicegate.voice.decision import Calibration
+    from voicegate.voice.enrolment import StoreEnrolments
+    from voicegate.voice.fingerprint import ReplayGuard
+    from voicegate.voice.pipeline import VoicePipeline
+    from voicegate.voice.transcribe import FakeTranscriber, Hearing
+
+    scores = (("two", -2.0), ("three", -2.6), ("one", -2.8), ("cancel", -9.0))
+    return VoicePipeline(
+        FakeTranscriber([Hearing("Tuwo", "en", 0.1, -0.3, scores)] * 4),
+        ReplayGuard(store.fingerprints),
+        calibrated=Calibration(card=0.9, yes=0.9, support=1, source="test", fused=0.1),
+        enrolments=StoreEnrolments(store.templates),
+    )
+
+
+async def test_enrolment_lines_are_taught_through_the_device_api_and_are_not_cases(
+    tmp_path: Path,
+) -> None:
+    cases = enrolment_manifest(tmp_path)
+    async with runner.in_process(unsure) as harness:
+        results = await runner.evaluate(cases, harness, progress=False)
+        stored = await harness.store.templates.list("u1")
+    assert [r.id for r in results] == ["new-two", "replayed"]
+    assert (results[0].write, results[1].reason) == (2, Reason.AUDIO_REUSED)
+    assert len(stored) == 6
+    args = argparse.Namespace(json=None, report=None)
+    doc = runner.write_outputs(results, args, harness.taught)
+    assert doc["cases"] == 2
+    assert doc["enrolment"] == {
+        "takes": 7,
+        "taught": 6,
+        "refused": 1,
+        "reasons": {"audio_reused": 1},
+        "users": 1,
+    }

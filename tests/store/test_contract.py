@@ -30,6 +30,7 @@ from voicegate.gate.types import (
     Stage,
     Status,
     StoredFingerprint,
+    StoredTemplate,
 )
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import MemoryStore, PostgresStore, SqliteStore, open_store
@@ -344,6 +345,80 @@ async def test_pruning_forgets_old_fingerprints(store: Store) -> None:
     assert await store.fingerprints.prune(20.0) == 2
     assert [f.id for f in await store.fingerprints.since("ann", 0.0)] == ["f3"]
     assert await store.fingerprints.since("bob", 0.0) == []
+
+
+# personal answers (templates)
+
+
+def template(
+    template_id: str,
+    user: str = "ann",
+    at: float = 10.0,
+    meaning: str = "choose:2",
+    label: str = "two",
+    data: bytes = b"VGT1\x00\xff",
+) -> StoredTemplate:
+    return StoredTemplate(template_id, user, meaning, label, at, data, device_id="d1")
+
+
+async def test_templates_list_as_stored_per_user_oldest_first(store: Store) -> None:
+    await store.templates.add(template("t2", at=20.0, meaning="confirm", label="haan"))
+    await store.templates.add(template("t1", at=10.0, data=bytes(range(256))))
+    await store.templates.add(template("b1", user="bob"))
+    assert await store.templates.list("ann") == [
+        template("t1", at=10.0, data=bytes(range(256))),
+        template("t2", at=20.0, meaning="confirm", label="haan"),
+    ]
+    assert [t.id for t in await store.templates.list("bob")] == ["b1"]
+    assert await store.templates.list("cy") == []
+
+
+async def test_a_template_id_is_stored_once(store: Store) -> None:
+    await store.templates.add(template("t1"))
+    with pytest.raises(ValueError):
+        await store.templates.add(template("t1", user="bob"))
+    assert await store.templates.list("bob") == []
+
+
+async def test_deleting_one_template_forgets_only_that_one_of_that_user(store: Store) -> None:
+    await store.templates.add(template("t1"))
+    await store.templates.add(template("t2", at=11.0))
+    await store.templates.add(template("b1", user="bob"))
+    assert await store.templates.delete("ann", "b1") == 0
+    assert await store.templates.delete("ann", "t1") == 1
+    assert [t.id for t in await store.templates.list("ann")] == ["t2"]
+    assert [t.id for t in await store.templates.list("bob")] == ["b1"]
+
+
+async def test_deleting_a_users_templates_forgets_them_all_and_the_flag(store: Store) -> None:
+    await store.templates.add(template("t1"))
+    await store.templates.add(template("t2", at=11.0))
+    await store.templates.add(template("b1", user="bob"))
+    await store.templates.set_hard("ann", True)
+    await store.templates.set_hard("bob", True)
+    assert await store.templates.delete("ann") == 2
+    assert await store.templates.list("ann") == []
+    assert await store.templates.hard("ann") is False
+    assert await store.templates.hard("bob") is True
+    assert len(await store.templates.list("bob")) == 1
+
+
+async def test_the_hard_for_recognisers_flag_is_per_user_and_can_be_cleared(store: Store) -> None:
+    assert await store.templates.hard("ann") is False
+    await store.templates.set_hard("ann", True)
+    await store.templates.set_hard("ann", True)
+    assert (await store.templates.hard("ann"), await store.templates.hard("bob")) == (True, False)
+    await store.templates.set_hard("ann", False)
+    assert await store.templates.hard("ann") is False
+
+
+async def test_revoking_a_device_keeps_the_users_templates(store: Store) -> None:
+    await store.devices.add(device("d1"))
+    await store.templates.add(template("t1"))
+    await store.templates.set_hard("ann", True)
+    assert await store.devices.revoke("d1", 42.0) is True
+    assert [t.id for t in await store.templates.list("ann")] == ["t1"]
+    assert await store.templates.hard("ann") is True
 
 
 # receipts

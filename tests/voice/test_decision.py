@@ -11,11 +11,15 @@ from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration, consent
 from voicegate.voice.decision import (
+    ANSWERS,
     MEANING,
     UNCALIBRATED,
+    UNCLEAR,
     Calibration,
     Hypothesis,
+    Taught,
     decide,
+    fuse,
     posteriors,
 )
 
@@ -183,3 +187,113 @@ def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
     transcript = consent.decide(said, cards, stage)
     hyps = [free(said, transcript, -0.1), reading("yes", CONFIRM, 0.0), reading("two", TWO, 0.0)]
     assert not decide(hyps, transcript, stage, Calibration(0.5, 0.5, 5, "test")).decision.releases
+
+
+# Personal answers: the verdict combined with the user's templates.
+FUSING = Calibration(card=0.8, yes=0.9, support=1, source="test", fused=0.3)
+
+
+def fused(
+    hyps: list[Hypothesis], transcript: Decision, taught: Taught | None, cards: int = 3
+) -> Decision:
+    verdict = decide(hyps, transcript, Stage.CHOOSE, FUSING, cards)
+    return fuse(verdict, hyps, transcript, taught, Stage.CHOOSE, FUSING, cards).decision
+
+
+UNREAD = refuse(Reason.NOT_UNDERSTOOD)
+
+
+def test_without_templates_the_verdict_stands() -> None:
+    hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -0.5)]
+    verdict = decide(hyps, UNREAD, Stage.CHOOSE, FUSING, 3)
+    assert fuse(verdict, hyps, UNREAD, None, Stage.CHOOSE, FUSING, 3) == verdict
+    assert fused(hyps, UNREAD, Taught(None, False)) == verdict.decision
+
+
+def test_templates_that_agree_release_what_the_recogniser_alone_found_too_unsure() -> None:
+    hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -2.0)]
+    assert fused(hyps, UNREAD, None) == refuse(Reason.NOT_UNDERSTOOD)
+    assert fused(hyps, UNREAD, Taught(TWO, clear=False)) == TWO
+
+
+def test_templates_that_contradict_a_release_refuse_it() -> None:
+    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
+    assert fused(hyps, TWO, None) == TWO
+    assert fused(hyps, TWO, Taught(THREE, clear=True, hard=True)) == UNCLEAR
+
+
+def test_a_transcript_that_reads_as_another_answer_is_not_overruled_by_templates() -> None:
+    hyps = [reading("two", TWO, -3.0), reading("three", THREE, -0.2), free("Three.", THREE, -4.0)]
+    assert fused(hyps, THREE, Taught(TWO, clear=True, hard=True)) == UNCLEAR
+
+
+def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> None:
+    hyps = [reading("two", TWO, -9.0), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
+    assert fused(hyps, UNREAD, Taught(TWO, clear=True)) == UNREAD
+    assert fused(hyps, UNREAD, Taught(TWO, clear=False, hard=True)) == UNREAD
+    assert fused(hyps, UNREAD, Taught(TWO, clear=True, hard=True)) == TWO
+
+
+def test_a_taught_card_that_is_not_open_is_no_answer() -> None:
+    hyps = [reading("two", TWO, -9.0), free("Mhm", UNREAD, -0.5)]
+    five = Decision(Kind.CHOOSE, card=5)
+    assert not fused(hyps, UNREAD, Taught(five, clear=True, hard=True)).releases
+
+
+def test_a_likeliest_refusal_of_meaning_wins_over_a_clear_template() -> None:
+    hyps = [reading("two", TWO, -3.0), free("Mm.", refuse(Reason.HEDGE), -0.2, 1)]
+    assert fused(hyps, UNREAD, Taught(TWO, clear=True, hard=True)) == refuse(Reason.HEDGE)
+
+
+TAUGHT = st.builds(
+    Taught,
+    st.one_of(st.none(), DECISIONS),
+    st.booleans(),
+    st.booleans(),
+    st.one_of(st.none(), DECISIONS),
+    st.frozensets(DECISIONS, max_size=4),
+)
+
+
+@given(HYPOTHESES, st.sampled_from(sorted(MEANING)), TAUGHT, st.sampled_from(list(Stage)))
+def test_templates_never_turn_a_refusal_of_meaning_into_a_release(
+    hyps: list[Hypothesis], reason: Reason, taught: Taught, stage: Stage
+) -> None:
+    verdict = decide(hyps, refuse(reason), stage, FUSING, 3)
+    out = fuse(verdict, hyps, refuse(reason), taught, stage, FUSING, 3)
+    assert out.decision == refuse(reason)
+
+
+@given(HYPOTHESES, DECISIONS, TAUGHT, st.sampled_from(list(Stage)), st.integers(1, 5))
+def test_a_fused_release_is_the_taught_meaning_or_the_recogniser_alone(
+    hyps: list[Hypothesis], transcript: Decision, taught: Taught, stage: Stage, cards: int
+) -> None:
+    verdict = decide(hyps, transcript, stage, FUSING, cards)
+    out = fuse(verdict, hyps, transcript, taught, stage, FUSING, cards)
+    if out.decision.releases:
+        finite = [h for h in hyps if math.isfinite(h.score)]
+        likeliest = max(finite, key=lambda h: h.score).decision
+        assert not (likeliest.kind is Kind.REFUSE and likeliest.reason in MEANING)
+        assert out.decision == verdict.decision or (
+            taught.nearest is not None and not verdict.decision.releases
+        )
+        if taught.nearest is not None and out.decision != verdict.decision:
+            assert transcript.kind not in ANSWERS or transcript == out.decision
+        if out.rule == "fused":
+            assert posteriors(finite)[out.decision] >= FUSING.fused
+        if out.rule == "template":
+            assert taught.hard and taught.clear
+
+
+def test_a_release_of_a_taught_answer_nearer_another_taught_answer_is_refused() -> None:
+    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
+    taught = frozenset({TWO, THREE})
+    near_three = Taught(None, clear=False, closest=THREE, meanings=taught)
+    assert fused(hyps, TWO, near_three) == UNCLEAR
+    assert fused(hyps, TWO, Taught(None, clear=False, closest=TWO, meanings=taught)) == TWO
+
+
+def test_a_release_of_an_answer_the_user_never_taught_is_left_to_the_recogniser() -> None:
+    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
+    only_three = Taught(None, clear=False, closest=THREE, meanings=frozenset({THREE}))
+    assert fused(hyps, TWO, only_three) == TWO

@@ -14,6 +14,7 @@ from voicegate.errors import ModelError
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
+from voicegate.voice import templates
 from voicegate.voice.decision import UNCALIBRATED, Calibration
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
@@ -237,3 +238,84 @@ async def test_an_uncalibrated_model_releases_nothing_by_voice() -> None:
     pipeline = VoicePipeline(FakeTranscriber([heard("Two.")]), None, calibrated=UNCALIBRATED)
     result = await pipeline.decide(speech(), user="u", cards=3, stage=Stage.CHOOSE)
     assert result.decision == Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+
+
+def take(pitch: float, seed: int) -> np.ndarray:
+    """Half a second of a harmonic tone gliding up from ``pitch``: one synthetic "word"."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(8_000) / 16_000
+    glide = pitch * (1 + 0.6 * t) * (1 + 0.02 * rng.standard_normal())
+    phase = 2 * np.pi * np.cumsum(glide) / 16_000
+    tone = sum(np.sin(k * phase) / k for k in range(1, 6)) * np.sin(np.pi * t / 0.5)
+    return (0.3 * tone + 0.01 * rng.standard_normal(len(t))).astype(np.float32)
+
+
+def wav(x: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    sf.write(out, x, 16_000, format="WAV", subtype="PCM_16")
+    return out.getvalue()
+
+
+class Taught:
+    """A user's enrolment held in memory (the store's enrolment in the server)."""
+
+    def __init__(self, enrolment: templates.Enrolment) -> None:
+        self.held = enrolment
+
+    async def enrolment(self, user: str) -> templates.Enrolment | None:
+        return self.held if user == "u" else None
+
+
+def enrolled(hard: bool) -> Taught:
+    """Three takes each of card 2 (a low word) and card 3 (a high one)."""
+    two, three = Decision(Kind.CHOOSE, card=2), Decision(Kind.CHOOSE, card=3)
+    taught = [
+        templates.Template(meaning, templates.features(take(pitch, seed)))
+        for meaning, pitch in ((two, 200.0), (three, 520.0))
+        for seed in range(3)
+    ]
+    return Taught(templates.enrol(taught, hard=hard))
+
+
+# The recogniser could not read the answer and its scores lean to no card clearly.
+MUMBLED = (("two", -2.0), ("three", -2.6), ("cancel", -9.0))
+
+
+async def answer(enrolments: Taught | None, said: Hearing, pitch: float = 200.0) -> VoiceResult:
+    pipeline = VoicePipeline(FakeTranscriber([said]), None, enrolments=enrolments)
+    return await pipeline.decide(wav(take(pitch, 7)), user="u", cards=3, stage=Stage.CHOOSE)
+
+
+async def test_a_user_without_templates_gets_the_recogniser_alone() -> None:
+    result = await answer(None, heard("Tuwo", MUMBLED))
+    assert result.decision == Decision(Kind.REFUSE, reason=Reason.NOT_UNDERSTOOD)
+    assert "templates" not in result.timings_ms
+
+
+async def test_a_clear_template_match_decides_for_a_user_whose_speech_is_hard() -> None:
+    result = await answer(enrolled(hard=True), heard("Tuwo", MUMBLED))
+    assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), "template")
+    assert result.timings_ms["templates"] >= 0.0
+
+
+async def test_the_same_match_without_the_flag_leaves_the_recogniser_unsure() -> None:
+    strict = Calibration(card=0.9, yes=0.9, support=1, source="test", fused=0.9)
+    pipeline = VoicePipeline(
+        FakeTranscriber([heard("Tuwo", MUMBLED)]),
+        None,
+        calibrated=strict,
+        enrolments=enrolled(False),
+    )
+    result = await pipeline.decide(wav(take(200.0, 7)), user="u", cards=3, stage=Stage.CHOOSE)
+    assert not result.decision.releases
+
+
+async def test_a_hedge_the_recogniser_hears_wins_over_a_clear_template() -> None:
+    result = await answer(enrolled(hard=True), heard("Hmm, maybe.", MUMBLED))
+    assert result.decision == Decision(Kind.REFUSE, reason=Reason.HEDGE)
+
+
+async def test_templates_that_point_elsewhere_refuse_the_recogniser_s_card() -> None:
+    result = await answer(enrolled(hard=True), heard("Two."), pitch=520.0)
+    assert (result.decision, result.rule) == (Decision(Kind.REFUSE, reason=Reason.UNCLEAR),
+                                              "template_disagree")  # fmt: skip

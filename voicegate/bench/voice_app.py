@@ -122,6 +122,8 @@ class TimedStore:
             setattr(self, part, _TimedPart(getattr(inner, part), self.total))
         # The guard's reads are inside the "fingerprint" step already.
         self.fingerprints = inner.fingerprints
+        # Templates are read inside the "templates" step of the voice decision.
+        self.templates = inner.templates
         self.durable = inner.durable
 
     async def close(self) -> None:

@@ -6,7 +6,12 @@ One line::
      "expect": "choose:2", "class": "genuine", "lang": "en", "user": "u1", "replay_of": null}
 
 ``audio`` is relative to the manifest; ``user`` defaults to ``"u1"``; ``replay_of`` names an
-earlier case whose recording this one reuses, and such a case must expect ``refuse``.
+earlier line whose recording this one reuses, and such a case must expect ``refuse``.
+
+A line with ``"enrol": true`` is no case: it is one enrolment take of ``user`` for the answer
+``expect`` (``confirm``, ``cancel``, ``more_time`` or ``choose:K``), taught through the device
+API before the lines after it. It needs only ``id``, ``audio`` and ``expect``; ``cards``,
+``stage``, ``class`` and ``lang`` may be left out.
 Parsing is pure (``parse``); ``load`` reads the file and checks that every clip exists.
 """
 
@@ -25,7 +30,12 @@ from voicegate.reasons import Kind
 LANGS = ("en", "hi-Latn", "hi-Deva", "none")
 MAX_CARDS = 5
 REQUIRED = ("id", "audio", "cards", "stage", "expect", "class", "lang")
-OPTIONAL = ("user", "replay_of")
+OPTIONAL = ("user", "replay_of", "enrol")
+# An enrolment line needs only these; the rest of REQUIRED takes ENROL_DEFAULTS.
+ENROL_REQUIRED = ("id", "audio", "expect")
+ENROL_DEFAULTS: Mapping[str, Any] = {"cards": MAX_CARDS, "stage": "choose", "class": "enrol",
+                                     "lang": "none"}  # fmt: skip
+TEACHABLE = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
 DEFAULT_USER = "u1"
 
 
@@ -53,6 +63,8 @@ class Case:
     user: str = DEFAULT_USER
     replay_of: str | None = None
     line: int = 0
+    # An enrolment take (not a case): taught as ``expect`` for ``user`` before later lines.
+    enrol: bool = False
 
     @property
     def expect_text(self) -> str:
@@ -94,6 +106,8 @@ def case_to_dict(case: Case) -> dict[str, Any]:
     }
     if case.replay_of is not None:
         out["replay_of"] = case.replay_of
+    if case.enrol:
+        out["enrol"] = True
     return out
 
 
@@ -105,6 +119,16 @@ def _text(data: Mapping[str, Any], key: str, line: int) -> str:
 
 
 def _case(data: Mapping[str, Any], line: int, base: Path, seen: Mapping[str, Case]) -> Case:
+    enrol = data.get("enrol", False)
+    if not isinstance(enrol, bool):
+        raise ManifestError(line, "'enrol' must be true or false")
+    if enrol:
+        missing = [k for k in ENROL_REQUIRED if k not in data]
+        if missing:
+            raise ManifestError(line, f"missing keys: {', '.join(missing)}")
+        if "replay_of" in data:
+            raise ManifestError(line, "an enrolment take cannot be a replay")
+        data = {**ENROL_DEFAULTS, **data}
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise ManifestError(line, f"missing keys: {', '.join(missing)}")
@@ -142,6 +166,8 @@ def _case(data: Mapping[str, Any], line: int, base: Path, seen: Mapping[str, Cas
             raise ManifestError(line, "'replay_of' must name an earlier case")
         if expect.kind is not Kind.REFUSE:
             raise ManifestError(line, "a replay must expect 'refuse'")
+    if enrol and expect.kind not in TEACHABLE:
+        raise ManifestError(line, "an enrolment take teaches an answer, not 'refuse'")
     return Case(
         id=case_id,
         audio=audio,
@@ -154,6 +180,7 @@ def _case(data: Mapping[str, Any], line: int, base: Path, seen: Mapping[str, Cas
         user=user,
         replay_of=replay_of,
         line=line,
+        enrol=enrol,
     )
 
 
@@ -171,7 +198,7 @@ def parse(lines: Iterable[str], base: Path) -> list[Case]:
             raise ManifestError(number, "a line must be a JSON object")
         case = _case(data, number, base, cases)
         cases[case.id] = case
-    if not cases:
+    if not any(not c.enrol for c in cases.values()):
         raise ManifestError(0, "the manifest has no cases")
     return list(cases.values())
 

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from voicegate.device import signing
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.eval import report
+from voicegate.eval import enrol, report
 from voicegate.eval.manifest import Case, ManifestError, load
 from voicegate.gate.types import DeviceKind, Risk, Stage
 from voicegate.limits import RateLimits
@@ -91,6 +91,8 @@ class BaseHarness(abc.ABC):
         self.gate = gate
         self.tag = tag
         self.devices: dict[str, PairedDevice] = {}
+        # Enrolment lines of the manifest, in order: not cases (``voicegate.eval.enrol``).
+        self.taught: list[enrol.Taught] = []
 
     @abc.abstractmethod
     def phone(self, n: int) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
@@ -442,7 +444,13 @@ def whisper_voice(model: str | None, langs: Sequence[str], device: str = "auto")
     def make(store: Store) -> VoicePipeline:
         from voicegate.voice.pipeline import default_pipeline
 
-        return default_pipeline(store.fingerprints, model=model, languages=langs, device=device)
+        return default_pipeline(
+            store.fingerprints,
+            model=model,
+            languages=langs,
+            device=device,
+            templates=store.templates,
+        )
 
     return make
 
@@ -457,6 +465,9 @@ async def evaluate(
     bar = tqdm(cases, desc="eval", unit="case", disable=not progress, file=sys.stderr)
     false_releases = 0
     for case in bar:
+        if case.enrol:
+            harness.taught.append(await enrol.teach(harness, case, CONTENT_TYPES))
+            continue
         result = await run_case(harness, case)
         results.append(result)
         if result.false_release:
@@ -516,9 +527,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def write_outputs(results: Sequence[report.Result], args: argparse.Namespace) -> dict[str, Any]:
-    """The JSON summary and the Markdown report, where asked for."""
+def write_outputs(
+    results: Sequence[report.Result],
+    args: argparse.Namespace,
+    taught: Sequence[enrol.Taught] = (),
+) -> dict[str, Any]:
+    """The JSON summary and the Markdown report, where asked for; enrolment takes apart."""
     doc = report.summary(results)
+    doc["enrolment"] = enrol.counts(taught)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", "utf-8")
@@ -527,6 +543,12 @@ def write_outputs(results: Sequence[report.Result], args: argparse.Namespace) ->
         shown = _shown(sys.argv[2:])
         command = "voicegate eval " + shlex.join(shown) if shown else ""
         text = report.markdown(results, command=command, plots=plots)
+        if taught:
+            e = doc["enrolment"]
+            text += (
+                f"\nEnrolment takes (not cases): {e['takes']} from {e['users']} users, "
+                f"{e['taught']} taught, {e['refused']} refused {e['reasons']}.\n"
+            )
         (args.report / "report.md").write_text(text, encoding="utf-8")
     return doc
 
@@ -611,27 +633,33 @@ def run(args: argparse.Namespace) -> int:
     # One line per refused answer would bury the progress bar.
     logging.getLogger("voicegate").setLevel(logging.WARNING)
 
-    async def go() -> list[report.Result]:
+    async def go() -> tuple[list[report.Result], list[enrol.Taught]]:
         progress = not args.no_progress
         if server is not None:
             async with remote(*server) as harness:
-                return await evaluate(cases, harness, progress=progress)
+                return await evaluate(cases, harness, progress=progress), harness.taught
         voice = whisper_voice(args.model, tuple(args.langs or ("en",)), args.device)
-        async with in_process(voice) as harness:
-            return await evaluate(cases, harness, progress=progress)
+        async with in_process(voice) as local:
+            return await evaluate(cases, local, progress=progress), local.taught
 
     try:
-        results = asyncio.run(go())
+        results, taught = asyncio.run(go())
     except (ConfigError, StoreUnavailable, ExceptionGroup) as exc:
         problem = _problem(exc)
         if problem is None:
             raise
         print(f"voicegate eval: {problem}", file=sys.stderr)
         return 2
-    doc = write_outputs(results, args)
+    doc = write_outputs(results, args, taught)
     lat = doc["latency_ms"]
     print(
         f"{doc['cases']} cases, {doc['correct']} correct, {doc['false_releases']} false "
         f"releases, latency p50 {lat['p50']} ms p95 {lat['p95']} ms"
     )
+    if taught:
+        e = doc["enrolment"]
+        print(
+            f"{e['takes']} enrolment takes (not cases): {e['taught']} taught, "
+            f"{e['refused']} refused"
+        )
     return 1 if doc["false_releases"] else 0

@@ -211,6 +211,21 @@ class StoredFingerprint:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredTemplate:
+    """One enrolment take of a user's answer, kept as features, never as audio."""
+
+    id: str
+    user: str
+    # The answer it teaches, as the eval manifest writes it: "choose:2", "confirm", "cancel"
+    meaning: str
+    # What the user says for it, as they named it ("haan", "theek hai"); "" when unnamed
+    label: str
+    created_at: float
+    data: bytes  # voicegate.voice.templates.encode
+    device_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One named confirm check and how it came out."""
 

@@ -223,7 +223,10 @@ def _voice_pipeline(store: Store, args: argparse.Namespace) -> VoicePipeline | N
     from voicegate.voice.pipeline import default_pipeline
 
     return default_pipeline(
-        store.fingerprints, model=args.voice_model, languages=args.lang or ("en",)
+        store.fingerprints,
+        model=args.voice_model,
+        languages=args.lang or ("en",),
+        templates=store.templates,
     )
 
 

@@ -20,6 +20,7 @@ from voicegate.gate.types import (
     PendingSet,
     Receipt,
     StoredFingerprint,
+    StoredTemplate,
 )
 from voicegate.secrets import KeyRing
 
@@ -110,6 +111,31 @@ class FingerprintStore(Protocol):
         """Forget fingerprints created before ``before``; the number forgotten."""
 
 
+class TemplateStore(Protocol):
+    """Each user's personal answers (enrolment templates) and their "hard for recognisers" flag.
+
+    Templates belong to the user, not to a device: revoking a device keeps them.
+    """
+
+    async def add(self, template: StoredTemplate) -> None:
+        """Store one template; an existing id raises ``ValueError``."""
+
+    async def list(self, user: str) -> builtins.list[StoredTemplate]:
+        """This user's templates, oldest first."""
+
+    async def delete(self, user: str, template_id: str | None = None) -> int:
+        """Forget one template of ``user`` (or, without an id, all of them and the flag).
+
+        Returns how many templates were forgotten; another user's id forgets nothing.
+        """
+
+    async def set_hard(self, user: str, hard: bool) -> None:
+        """Record whether the user says their speech is hard for recognisers."""
+
+    async def hard(self, user: str) -> bool:
+        """The flag; False for a user who never set it."""
+
+
 class ReceiptStore(Protocol):
     """An append-only, per-user chain of receipts, with a signed head per user and a roster.
 
@@ -160,6 +186,7 @@ class Store(Protocol):
     budgets: Budgets
     fingerprints: FingerprintStore
     receipts: ReceiptStore
+    templates: TemplateStore
     durable: bool
 
     async def close(self) -> None:

@@ -21,6 +21,7 @@ from voicegate.gate.types import (
     PendingSet,
     Receipt,
     StoredFingerprint,
+    StoredTemplate,
 )
 from voicegate.secrets import KeyRing
 from voicegate.store import common
@@ -32,6 +33,7 @@ from voicegate.store.base import (
     PairingStore,
     PendingStore,
     ReceiptStore,
+    TemplateStore,
 )
 
 
@@ -228,6 +230,55 @@ class MemoryFingerprints:
         return len(old)
 
 
+class MemoryTemplates:
+    """Enrolment templates and the "hard for recognisers" flag, per user."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, StoredTemplate] = {}
+        self._hard: set[str] = set()
+
+    async def add(self, template: StoredTemplate) -> None:
+        """Store one template; an existing id raises ``ValueError``."""
+        with self._guard:
+            if template.id in self._rows:
+                raise ValueError(f"template {template.id!r} exists")
+            self._rows[template.id] = template
+
+    async def list(self, user: str) -> builtins.list[StoredTemplate]:
+        """This user's templates, oldest first (insertion order breaks ties)."""
+        with self._guard:
+            found = [t for t in self._rows.values() if t.user == user]
+        return sorted(found, key=lambda t: t.created_at)
+
+    async def delete(self, user: str, template_id: str | None = None) -> int:
+        """Forget one template of ``user``, or all of them and the flag."""
+        with self._guard:
+            gone = [
+                k
+                for k, t in self._rows.items()
+                if t.user == user and (template_id is None or k == template_id)
+            ]
+            for key in gone:
+                del self._rows[key]
+            if template_id is None:
+                self._hard.discard(user)
+        return len(gone)
+
+    async def set_hard(self, user: str, hard: bool) -> None:
+        """Record the flag."""
+        with self._guard:
+            if hard:
+                self._hard.add(user)
+            else:
+                self._hard.discard(user)
+
+    async def hard(self, user: str) -> bool:
+        """The flag; False when never set."""
+        with self._guard:
+            return user in self._hard
+
+
 class MemoryReceipts:
     """Receipt chains per user, each with its signed head, and the roster."""
 
@@ -314,6 +365,7 @@ class MemoryStore:
         self.budgets: Budgets = MemoryBudgets(self._guard)
         self.fingerprints: FingerprintStore = MemoryFingerprints(self._guard)
         self.receipts: ReceiptStore = MemoryReceipts(self._guard)
+        self.templates: TemplateStore = MemoryTemplates(self._guard)
 
     async def start(self) -> None:
         """Nothing to open; present so every backend starts the same way."""

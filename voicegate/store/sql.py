@@ -35,7 +35,9 @@ from voicegate.store.base import (
     PairingStore,
     PendingStore,
     ReceiptStore,
+    TemplateStore,
 )
+from voicegate.store.sql_templates import SqlTemplates
 
 Row = Sequence[Any]
 
@@ -479,6 +481,7 @@ class SqlStore:
         self.budgets: Budgets = SqlBudgets(db)
         self.fingerprints: FingerprintStore = SqlFingerprints(db)
         self.receipts: ReceiptStore = SqlReceipts(db)
+        self.templates: TemplateStore = SqlTemplates(db)
 
     async def start(self) -> None:
         """Connect and create the schema; raises ``StoreUnavailable`` when that fails."""

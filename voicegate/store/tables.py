@@ -41,6 +41,15 @@ def create_statements(*, serial: str, real: str, blob: str, sorted_text: str) ->
         # since() runs on every voice upload; prune() scans by age alone
         "CREATE INDEX IF NOT EXISTS vg_fingerprints_user ON vg_fingerprints (user_id, created_at)",
         "CREATE INDEX IF NOT EXISTS vg_fingerprints_created ON vg_fingerprints (created_at)",
+        # Personal answers: features only, never audio (docs/security.md). Created on open, so a
+        # database of this schema version gains them without an upgrade step.
+        f"""CREATE TABLE IF NOT EXISTS vg_templates (
+            ord {serial}, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, meaning TEXT NOT NULL,
+            label TEXT NOT NULL, created_at {real} NOT NULL, device_id TEXT NOT NULL,
+            data {blob} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS vg_templates_user ON vg_templates (user_id, created_at)",
+        """CREATE TABLE IF NOT EXISTS vg_voice_flags (
+            user_id TEXT PRIMARY KEY, hard INTEGER NOT NULL)""",
         f"""CREATE TABLE IF NOT EXISTS vg_receipts (
             id TEXT PRIMARY KEY, user_id {sorted_text} NOT NULL, seq BIGINT NOT NULL,
             digest TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (user_id, seq))""",

@@ -22,6 +22,17 @@ decision is the sum over the hypotheses that mean it, out of the sum over all of
 
 Everything else refuses: with the grammar's own reason when it had one ("to" alone at the
 final card, "not understood"), else ``Reason.UNCLEAR``.
+
+**Personal answers** (``fuse``, docs/voice.md "Enrolment"). Where the user taught templates,
+their nearest meaning (``voicegate.voice.templates``) is combined with the verdict above. A
+refusal of meaning the recogniser heard, in the transcript or as the likeliest hypothesis, and a
+cancel or wait in the words, still decide. A release the templates contradict refuses: their
+nearest meaning by the margin is another, or the user taught the released answer and the
+nearest template by any margin means another. So does a transcript that reads as another
+answer. Otherwise the taught meaning is released when the recogniser gives it at least
+``Calibration.fused`` (lower than the threshold for the recogniser alone, because two
+independent kinds of evidence agree), or, for a user who said their speech is hard for
+recognisers, when the template match is clear on its own (inside the user's radius).
 """
 
 from __future__ import annotations
@@ -76,6 +87,8 @@ class Calibration:
     yes: float
     support: int
     source: str
+    # The probability a taught meaning needs when the user's templates agree (``fuse``).
+    fused: float = math.inf
 
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""
@@ -97,9 +110,25 @@ class Verdict:
 
     decision: Decision
     probability: float
-    # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer"
+    # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer",
+    # "recogniser"; with templates also "fused", "template", "template_disagree"
     rule: str
     winner: Decision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Taught:
+    """What the user's own templates say about one answer (``voicegate.voice.templates``)."""
+
+    # The nearest meaning, when it beats every other taught meaning by the margin.
+    nearest: Decision | None
+    # True when it also lies inside the user's radius for it: a clear match on its own.
+    clear: bool
+    # The user said their speech is hard for recognisers: a clear match may decide alone.
+    hard: bool = False
+    # The nearest template's meaning, by any margin, and every meaning the user taught.
+    closest: Decision | None = None
+    meanings: frozenset[Decision] = frozenset()
 
 
 def one_card(decision: Decision) -> Decision:
@@ -150,6 +179,59 @@ def decide(
     if winner.releases and not _supported(winner, finite, calibration.support):
         return Verdict(fallback, probability, "unsupported", winner)
     return Verdict(winner, probability, "decided", winner)
+
+
+def fuse(
+    verdict: Verdict,
+    hypotheses: Sequence[Hypothesis],
+    transcript: Decision,
+    taught: Taught | None,
+    stage: Stage,
+    calibration: Calibration,
+    cards: int = 1,
+) -> Verdict:
+    """The verdict of ``decide`` combined with the user's templates (module docstring)."""
+    if taught is None or verdict.rule in ("veto", "grammar", "recogniser"):
+        return verdict
+    same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
+    released = verdict.decision
+    closest = same(taught.closest) if taught.closest is not None else None
+    taught_it = released in {same(m) for m in taught.meanings}
+    if released.releases and closest not in (None, released) and taught_it:
+        # The user taught this answer, and the answer lies nearer another one they taught.
+        return Verdict(UNCLEAR, verdict.probability, "template_disagree", closest)
+    if taught.nearest is None:
+        return verdict
+    meaning = same(taught.nearest)
+    if meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
+        return verdict
+    finite = [h for h in hypotheses if math.isfinite(h.score)]
+    if finite and _meaning(max(finite, key=lambda h: h.score).decision):
+        likeliest = max(finite, key=lambda h: h.score).decision
+        return Verdict(likeliest, verdict.probability, "veto", meaning)
+    if verdict.decision.releases and verdict.decision != meaning:
+        return Verdict(UNCLEAR, verdict.probability, "template_disagree", meaning)
+    if verdict.decision.releases:
+        return verdict
+    if transcript.kind in ANSWERS and transcript != meaning:
+        return Verdict(UNCLEAR, verdict.probability, "template_disagree", meaning)
+    probability = posteriors(finite).get(meaning, 0.0)
+    if probability >= calibration.fused:
+        return Verdict(meaning, probability, "fused", meaning)
+    if taught.hard and taught.clear:
+        return Verdict(meaning, probability, "template", meaning)
+    return verdict
+
+
+def _as_is(decision: Decision) -> Decision:
+    return decision
+
+
+def _allowed(meaning: Decision, stage: Stage, cards: int) -> bool:
+    """A taught card is an answer only at the choose stage and only if that card is open."""
+    if meaning.kind is not Kind.CHOOSE:
+        return True
+    return stage is Stage.CHOOSE and meaning.card is not None and 1 <= meaning.card <= cards
 
 
 def _meaning(decision: Decision) -> bool:

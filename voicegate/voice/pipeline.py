@@ -23,8 +23,8 @@ from typing import Protocol
 from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
-from voicegate.store.base import FingerprintStore
-from voicegate.voice import consent, decision
+from voicegate.store.base import FingerprintStore, TemplateStore
+from voicegate.voice import consent, decision, templates
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 
@@ -39,6 +39,14 @@ class Guard(Protocol):
 
     async def check_and_remember(self, user: str, clip: Clip) -> str:
         """Remember the clip and return its id; raise ``AudioRefused(AUDIO_REUSED)`` on reuse."""
+        ...
+
+
+class Enrolments(Protocol):
+    """Where a user's taught answers come from (the store, in the server)."""
+
+    async def enrolment(self, user: str) -> templates.Enrolment | None:
+        """The user's enrolment; None when they taught nothing."""
         ...
 
 
@@ -125,9 +133,11 @@ class VoicePipeline:
         max_batch: int = 4,
         max_waiting: int = 16,
         workers: int = 1,
+        enrolments: Enrolments | None = None,
     ) -> None:
         self.transcriber = transcriber
         self.guard = guard
+        self.enrolments = enrolments
         self.languages = tuple(languages)
         self.lexicons = tuple(lex for lang in self.languages for lex in LEXICONS.get(lang, ()))
         self.calibration = calibrated if calibrated is not None else transcriber.calibration
@@ -211,7 +221,12 @@ class VoicePipeline:
             transcript = reading_of(hearing.text, cards, stage, card_words)
             scored = hypotheses(readings, hearing, cards, stage, card_words)
             verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
-        timings["grammar"] = _ms(self._clock() - t3)
+            timings["grammar"] = _ms(self._clock() - t3)
+            taught = await self._taught(user, clip, timings)
+            verdict = decision.fuse(
+                verdict, scored, transcript, taught, stage, self.calibration, cards
+            )
+        timings.setdefault("grammar", _ms(self._clock() - t3))
         return VoiceResult(
             decision=verdict.decision,
             transcripts=(hearing.text,),
@@ -223,6 +238,31 @@ class VoicePipeline:
             language=hearing.language,
             rule=verdict.rule,
             probability=verdict.probability,
+        )
+
+    async def _taught(
+        self, user: str, clip: Clip, timings: dict[str, float]
+    ) -> decision.Taught | None:
+        """What the user's templates say about this answer; None when they taught nothing."""
+        if self.enrolments is None:
+            return None
+        started = self._clock()
+        enrolment = await self.enrolments.enrolment(user)
+        if enrolment is None or not enrolment.templates:
+            return None
+        # DTW against every template: a few milliseconds each, so off the event loop.
+        match = await asyncio.to_thread(
+            lambda: templates.match(
+                templates.features(clip.samples), enrolment.templates, dict(enrolment.radii)
+            )
+        )
+        timings["templates"] = _ms(self._clock() - started)
+        return decision.Taught(
+            match.nearest,
+            match.meaning is not None,
+            enrolment.hard,
+            match.closest,
+            frozenset(t.meaning for t in enrolment.templates),
         )
 
     def _refused(
@@ -281,19 +321,23 @@ def default_pipeline(
     model: str | None = None,
     languages: Sequence[str] = ("en",),
     device: str = "auto",
+    templates: TemplateStore | None = None,
 ) -> VoicePipeline:
-    """The real recogniser with a replay guard over ``fingerprints``.
+    """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
+    answers from ``templates`` when given.
 
     ``model`` defaults to tiny.en for English alone and the multilingual base otherwise.
     Raises ``ModelError`` when the model is not installed or does not verify.
     """
+    from voicegate.voice.enrolment import StoreEnrolments
     from voicegate.voice.fingerprint import ReplayGuard
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(languages)
     name = model or ("tiny.en" if langs == ("en",) else "base")
     transcriber = FasterWhisperTranscriber(name, device=device)
-    return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs)
+    taught = StoreEnrolments(templates) if templates is not None else None
+    return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs, enrolments=taught)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

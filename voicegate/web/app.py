@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from voicegate.device.enrol import enrol_router
 from voicegate.device.routes import device_router
 from voicegate.gate.core import Gate
 from voicegate.housekeeping import keep_tidy
@@ -167,6 +168,7 @@ def build_app(
     app.include_router(_health(assembly))
     app.include_router(_metrics(events, config.metrics_tokens()))
     app.include_router(device_router(services))
+    app.include_router(enrol_router(services))
     app.include_router(approve_router(services))
     return app
 

@@ -1,0 +1,434 @@
+"""Personal answers on real speech: template matching alone, and fused with the recogniser.
+
+    # templates alone (no model): per speaker, enrol takes 0-2 of "one".."five", decide the rest
+    .venv/bin/python benchmarks/enrol.py templates
+    .venv/bin/python benchmarks/enrol.py templates --sweep   # the rule constants, per split
+    # fused with the recogniser's cached hearings (benchmarks/calibrate.py hear, FSDD only)
+    .venv/bin/python benchmarks/enrol.py fused --cache bench-out/hear-tiny-fsdd.jsonl
+    # time added per decision with 30 templates enrolled
+    .venv/bin/python benchmarks/enrol.py time --templates 30
+    # nearest-template accuracy: MFCC against log-mel and MFCC + deltas
+    PYTHONPATH=. .venv/bin/python benchmarks/enrol.py features
+    # replays of enrolment takes refused, new takes not flagged
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py replay
+
+The set is ``../shared/corpus/fsdd`` (4 speakers × 50 takes × the digits 0-9): choose one of
+five cards, "one".."five" choose that card, "zero" and "six".."nine" must release nothing. Each
+speaker enrols ``--takes`` takes (0, 1, 2 by default) of "one".."five"; every other take of every
+digit is decided. Constants are chosen on the calibration split (jackson, theo) only; nicolas and
+yweweler are the report split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+from voicegate.voice import audio, calibration, decision, templates
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
+CALIBRATION = ("jackson", "theo")
+CARDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    """One FSDD recording and its features."""
+
+    id: str
+    speaker: str
+    digit: int
+    take: int
+    features: templates.Matrix
+
+
+def load(speakers: tuple[str, ...] | None = None) -> list[Take]:
+    """Every FSDD take (of ``speakers`` when given), decoded as the server decodes uploads."""
+    out = []
+    for path in sorted((CORPUS / "fsdd").glob("*.wav")):
+        digit, speaker, take = path.stem.split("_")
+        if speakers and speaker not in speakers:
+            continue
+        clip = audio.decode(path.read_bytes())
+        out.append(
+            Take(path.stem, speaker, int(digit), int(take), templates.features(clip.samples))
+        )
+    return out
+
+
+def card(digit: int) -> Decision:
+    """The answer a digit means on a five-card set."""
+    return Decision(Kind.CHOOSE, card=digit)
+
+
+def wanted(digit: int) -> Decision | None:
+    """What a spoken digit must release: its card for 1..5, nothing otherwise."""
+    return card(digit) if 1 <= digit <= CARDS else None
+
+
+def outcome(digit: int, released: Decision | None) -> str:
+    """right, wrong (a wrong card), released (a negative released), refused or held."""
+    want = wanted(digit)
+    if want is None:
+        return "released" if released is not None and released.releases else "held"
+    if released == want:
+        return "right"
+    return "wrong" if released is not None and released.releases else "refused"
+
+
+def split(takes: list[Take], enrol: int) -> dict[str, tuple[list[templates.Template], list[Take]]]:
+    """Per speaker: the templates (the first ``enrol`` takes of 1..5) and the takes to decide."""
+    out: dict[str, tuple[list[templates.Template], list[Take]]] = {}
+    for t in takes:
+        enrolled, rest = out.setdefault(t.speaker, ([], []))
+        if 1 <= t.digit <= CARDS and t.take < enrol:
+            enrolled.append(templates.Template(card(t.digit), t.features))
+        else:
+            rest.append(t)
+    return out
+
+
+def nearest_table(
+    takes: list[Take], enrol: int
+) -> dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]]:
+    """Per speaker: the templates, and each take to decide with its nearest distance per card."""
+    out = {}
+    for speaker, (enrolled, rest) in split(takes, enrol).items():
+        rows = []
+        for t in rest:
+            nearest: dict[Decision, float] = {}
+            for e in enrolled:
+                d = templates.distance(t.features, e.features)
+                nearest[e.meaning] = min(d, nearest.get(e.meaning, float("inf")))
+            rows.append((t, nearest))
+        out[speaker] = (enrolled, rows)
+    return out
+
+
+def template_table(
+    near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
+    margin: float,
+    slack: float,
+    reach: float,
+) -> dict[str, Counter[str]]:
+    """Per speaker, the outcome counts of the template rule alone."""
+    table: dict[str, Counter[str]] = {}
+    for speaker, (enrolled, rows) in near.items():
+        r = templates.radii(enrolled, slack, reach)
+        counts: Counter[str] = Counter()
+        for t, nearest in rows:
+            counts[outcome(t.digit, templates.judge(nearest, r, margin).meaning)] += 1
+        table[speaker] = counts
+    return table
+
+
+def print_table(title: str, table: dict[str, Counter[str]]) -> None:
+    """A markdown table: per speaker, positives right / wrong / refused, negatives released."""
+    print(f"\n{title}")
+    print("| speaker | split | right | of | wrong cards | refused | negatives released | of |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    total: Counter[str] = Counter()
+    for speaker in sorted(table):
+        c = table[speaker]
+        total.update(c)
+        positives = c["right"] + c["wrong"] + c["refused"]
+        negatives = c["released"] + c["held"]
+        where = "calibration" if speaker in CALIBRATION else "report"
+        print(
+            f"| {speaker} | {where} | {c['right']} ({100 * c['right'] / positives:.1f} %) | "
+            f"{positives} | {c['wrong']} | {c['refused']} | {c['released']} | {negatives} |"
+        )
+    positives = total["right"] + total["wrong"] + total["refused"]
+    print(
+        f"| all | | {total['right']} ({100 * total['right'] / positives:.1f} %) | {positives} | "
+        f"{total['wrong']} | {total['refused']} | {total['released']} | "
+        f"{total['released'] + total['held']} |"
+    )
+
+
+def run_templates(args: argparse.Namespace) -> int:
+    """The template rule alone, at the shipped constants (and a sweep with ``--sweep``)."""
+    started = time.perf_counter()
+    takes = load()
+    print(f"{len(takes)} takes loaded in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    started = time.perf_counter()
+    near = nearest_table(takes, args.takes)
+    elapsed = time.perf_counter() - started
+    if args.sweep:
+        print("| margin | slack | reach | calibration right | wrong | released | report right | "
+              "wrong | released |")  # fmt: skip
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for margin in (1.0, 1.1, 1.2):
+            for slack in (1.0, 1.5, 2.0):
+                for reach in (0.5, 0.6, 0.7, 0.8, 1.0):
+                    table = template_table(near, margin, slack, reach)
+                    cal = sum((table[s] for s in table if s in CALIBRATION), Counter())
+                    rep = sum((table[s] for s in table if s not in CALIBRATION), Counter())
+                    print(
+                        f"| {margin} | {slack} | {reach} | {cal['right']} | {cal['wrong']} | "
+                        f"{cal['released']} | {rep['right']} | {rep['wrong']} | "
+                        f"{rep['released']} |"
+                    )
+    print_table(
+        "nearest template alone (no rejection): MFCC + DTW",
+        template_table(near, 1.0, float("inf"), float("inf")),
+    )
+    table = template_table(near, templates.MARGIN, templates.SLACK, templates.REACH)
+    print_table(
+        f"templates alone: MFCC + DTW, {args.takes} takes enrolled, margin {templates.MARGIN}, "
+        f"slack {templates.SLACK}, reach {templates.REACH}",
+        table,
+    )
+    decided = sum(sum(c.values()) for c in table.values())
+    print(f"\n{decided} answers in {elapsed:.1f} s: {1000 * elapsed / decided:.1f} ms each "
+          f"against {5 * args.takes} templates")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps({k: dict(v) for k, v in table.items()}, indent=2))
+    return 0
+
+
+def fused_rows(
+    near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
+    cache: Path,
+) -> list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]]:
+    """Per decided take that the recogniser heard: transcript, hypotheses, verdict, match."""
+    import calibrate  # the cached hearings and the server's own hypothesis code
+
+    heard = calibrate.load(cache)
+    readings = calibrate.readings(("en",))[(CARDS, Stage.CHOOSE)]
+    shipped = calibration.of("tiny.en")
+    rows = []
+    for _speaker, (enrolled, takes) in near.items():
+        r = templates.radii(enrolled)
+        for t, nearest in takes:
+            h = heard.get(t.id)
+            if h is None:
+                continue
+            m = templates.judge(nearest, r)
+            if h.refusal is not None:
+                v = decision.Verdict(Decision(Kind.REFUSE, reason=h.refusal), 0.0, "recogniser")
+                rows.append((t, v.decision, [], v, m))
+                continue
+            said, hyps = calibrate.verdicts(h, readings, CARDS, Stage.CHOOSE)
+            v = decision.decide(hyps, said, Stage.CHOOSE, shipped, CARDS)
+            rows.append((t, said, hyps, v, m))
+    return rows
+
+
+# Every card of the five-card set is taught.
+wanted_cards = tuple(card(k) for k in range(1, CARDS + 1))
+
+
+def fused_table(
+    rows: list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]],
+    need: float | None,
+    hard: bool,
+) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
+    """Outcome counts per speaker (``need`` None: the recogniser alone), and per rule."""
+    cal = replace(calibration.of("tiny.en"), fused=need if need is not None else float("inf"))
+    table: dict[str, Counter[str]] = {}
+    rules: Counter[tuple[str, str]] = Counter()
+    for t, said, hyps, v, m in rows:
+        if need is not None:
+            taught = decision.Taught(
+                m.nearest, m.meaning is not None, hard, m.closest, frozenset(wanted_cards)
+            )
+            v = decision.fuse(v, hyps, said, taught, Stage.CHOOSE, cal, CARDS)
+        o = outcome(t.digit, v.decision)
+        table.setdefault(t.speaker, Counter())[o] += 1
+        rules[(v.rule, o)] += 1
+    return table, rules
+
+
+def run_fused(args: argparse.Namespace) -> int:
+    """Fit ``Calibration.fused`` on the calibration split; report every speaker, both ways."""
+    takes = load()
+    rows = fused_rows(nearest_table(takes, args.takes), Path(args.cache))
+    print(f"{len(rows)} decided takes heard by the recogniser", file=sys.stderr)
+    grid = [round(0.01 * i, 2) for i in range(1, 100)]
+    fitted = float("inf")
+    for need in grid:
+        table, _ = fused_table(rows, need, hard=False)
+        cal = sum((table[s] for s in table if s in CALIBRATION), Counter())
+        if cal["wrong"] == 0 and cal["released"] == 0:
+            fitted = need
+            break
+    print(f"fitted fused threshold on {CALIBRATION}: {fitted}")
+    report: dict[str, object] = {"fitted": fitted}
+    for title, need, hard in (
+        ("recogniser alone (no enrolment)", None, False),
+        (f"fused, {args.takes} takes enrolled, threshold {fitted}", fitted, False),
+        (f"fused, hard for recognisers, threshold {fitted}", fitted, True),
+    ):
+        table, rules = fused_table(rows, need, hard)
+        print_table(title, table)
+        print("rules:", dict(sorted(rules.items())))
+        report[title] = {k: dict(v) for k, v in table.items()}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def run_time(args: argparse.Namespace) -> int:
+    """Time added per decision with ``--templates`` enrolled: features, then the match."""
+    takes = [t for t in load(("jackson",)) if 1 <= t.digit <= CARDS]
+    per = args.templates // CARDS
+    enrolled = [templates.Template(card(t.digit), t.features) for t in takes if t.take < per]
+    queries = [t for t in takes if t.take >= per][: args.answers]
+    started = time.perf_counter()
+    r = templates.radii(enrolled)
+    radii_ms = 1000 * (time.perf_counter() - started)
+    samples = {
+        t.id: audio.decode((CORPUS / "fsdd" / f"{t.id}.wav").read_bytes()).samples for t in queries
+    }
+    started = time.perf_counter()
+    for t in queries:
+        templates.match(templates.features(samples[t.id]), enrolled, r)
+    each = 1000 * (time.perf_counter() - started) / len(queries)
+    print(f"{len(enrolled)} templates (jackson, takes 0-{per - 1} of one..five): radii once "
+          f"{radii_ms:.0f} ms; per answer (features + match) {each:.1f} ms over "
+          f"{len(queries)} answers")  # fmt: skip
+    return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Both thresholds apart: replays of enrolment takes against the guard's history of them,
+    and every new take against that history (false flags) and against the templates."""
+    import replay  # benchmarks/replay.py: the same transformations as docs/voice.md
+
+    from voicegate.errors import AudioRefused
+    from voicegate.voice import fingerprint
+
+    rng = np.random.default_rng(20261201)
+    takes = load()
+    history: dict[str, fingerprint.Library] = {}
+    samples: dict[str, np.ndarray] = {}
+    for t in takes:
+        samples[t.id] = audio.decode((CORPUS / "fsdd" / f"{t.id}.wav").read_bytes()).samples
+    for t in takes:
+        if 1 <= t.digit <= CARDS and t.take < args.takes:
+            clip = audio.from_samples(samples[t.id], audio.SAMPLE_RATE)
+            history.setdefault(t.speaker, fingerprint.Library()).add(
+                t.id, fingerprint.load(fingerprint.features(clip))
+            )
+    enrolled = [t for t in takes if 1 <= t.digit <= CARDS and t.take < args.takes]
+    print(f"{len(enrolled)} enrolment takes in the guard's history (threshold "
+          f"{fingerprint.THRESHOLD})\n")  # fmt: skip
+    print("| transformation of an enrolment take | refused as reused | refused at intake |")
+    print("| --- | ---: | ---: |")
+    total = reused_all = 0
+    for name, make in replay.TRANSFORMS.items():
+        reused = intake = 0
+        for t in enrolled:
+            try:
+                clip = audio.decode(make(samples[t.id].astype(np.float64), rng))
+            except AudioRefused:
+                intake += 1
+                continue
+            query = fingerprint.load(fingerprint.features(clip))
+            reused += history[t.speaker].match(query) is not None
+        if "expected miss" not in name:
+            total += len(enrolled)
+            reused_all += reused + intake
+        print(f"| {name} | {reused} of {len(enrolled)} | {intake} |")
+    print(f"\nrefused, all but the speed changes: {reused_all} of {total} "
+          f"({100 * reused_all / total:.2f} %)")  # fmt: skip
+    new = [t for t in takes if not (1 <= t.digit <= CARDS and t.take < args.takes)]
+    flagged = []
+    for t in new:
+        clip = audio.from_samples(samples[t.id], audio.SAMPLE_RATE)
+        hit = history[t.speaker].match(fingerprint.load(fingerprint.features(clip)))
+        if hit is not None:
+            flagged.append(f"{t.id} ~ {hit[0]} ({hit[1]:.3f})")
+    print(f"new takes flagged as replays of an enrolment take: {len(flagged)} of {len(new)} "
+          f"({100 * len(flagged) / len(new):.3f} %): {', '.join(flagged)}")  # fmt: skip
+    return 0
+
+
+def _logmel(samples: np.ndarray) -> templates.Matrix:
+    """The same front end as ``templates.features``, stopping at the log-mel bands."""
+    x = np.asarray(samples, dtype=np.float64)
+    x = np.append(x[0], x[1:] - 0.97 * x[:-1])
+    count = 1 + (len(x) - templates.FRAME) // templates.HOP
+    index = np.arange(templates.FRAME)[None, :] + templates.HOP * np.arange(count)[:, None]
+    power = np.abs(np.fft.rfft(x[index] * np.hamming(templates.FRAME), templates.NFFT)) ** 2
+    energy = 10 * np.log10(power.sum(axis=1) + 1e-12)
+    loud = np.flatnonzero(energy > energy.max() - templates.TRIM_DB)
+    logmel = np.log(power[loud[0] : loud[-1] + 1] @ templates._FILTERS.T + 1e-10)
+    return (logmel - logmel.mean(axis=0)).astype(np.float32)
+
+
+def _with_deltas(samples: np.ndarray) -> templates.Matrix:
+    """MFCCs and their first differences."""
+    c = templates.features(samples)
+    if len(c) < 3:
+        return np.zeros((0, 2 * templates.COEFFS), dtype=np.float32)
+    return np.hstack([c, np.gradient(c, axis=0)]).astype(np.float32)
+
+
+def run_features(args: argparse.Namespace) -> int:
+    """Nearest-template accuracy per speaker for MFCC (shipped), log-mel and MFCC + deltas."""
+    raw = []
+    for path in sorted((CORPUS / "fsdd").glob("*.wav")):
+        digit, speaker, take = path.stem.split("_")
+        raw.append((path.stem, speaker, int(digit), int(take), audio.decode(path.read_bytes())))
+    print("| features | " + " | ".join(sorted({r[1] for r in raw})) + " | all |")
+    print("| --- |" + " ---: |" * 5)
+    for name, make in (
+        ("MFCC (shipped)", templates.features),
+        ("log-mel", _logmel),
+        ("MFCC + deltas", _with_deltas),
+    ):
+        takes = [Take(i, s, d, k, make(c.samples)) for i, s, d, k, c in raw]
+        table = template_table(nearest_table(takes, args.takes), 1.0, float("inf"), float("inf"))
+        cells = [f"{table[s]['right']}" for s in sorted(table)]
+        print(
+            f"| {name} | " + " | ".join(cells) + f" | {sum(c['right'] for c in table.values())} |"
+        )
+    return 0
+
+
+def main() -> int:
+    """Command line: templates alone, or fused with the cached hearings."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("templates")
+    p.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    p.add_argument("--sweep", action="store_true", help="sweep margin and slack")
+    p.add_argument("--json", default=None)
+    f = sub.add_parser("fused")
+    f.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    f.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
+    f.add_argument("--json", default=None)
+    t = sub.add_parser("time")
+    t.add_argument("--templates", type=int, default=30)
+    t.add_argument("--answers", type=int, default=100)
+    fe = sub.add_parser("features")
+    fe.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    r = sub.add_parser("replay")
+    r.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    args = parser.parse_args()
+    np.seterr(all="ignore")
+    run = {
+        "templates": run_templates,
+        "fused": run_fused,
+        "time": run_time,
+        "replay": run_replay,
+        "features": run_features,
+    }[args.command]
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Enrolment lines of a manifest: taught through the device API, counted apart from cases.
+
+A line with ``"enrol": true`` uploads its clip to ``POST /device/enrol/voice`` from the user's
+paired device, signed like every answer, exactly as the approve page teaches an answer. It is
+no case: it has no right or wrong, only taught or refused (a replay of an earlier take, say).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from voicegate.eval.manifest import Case
+
+if TYPE_CHECKING:
+    from voicegate.eval.runner import BaseHarness
+
+
+@dataclass(frozen=True, slots=True)
+class Taught:
+    """What the server answered to one enrolment take."""
+
+    id: str
+    user: str
+    expect: str
+    status: int
+    reason: str | None
+
+    @property
+    def ok(self) -> bool:
+        """True when the server kept the take."""
+        return self.status == 200
+
+
+async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, str]) -> Taught:
+    """Upload one enrolment take of ``case.user`` for ``case.expect``."""
+    device = await harness.device(case.user)
+    # The meaning rides in the query, which the signature covers; ":" needs no escaping there.
+    path = f"/device/enrol/voice?meaning={case.expect_text}"
+    kind = content_types.get(case.path.suffix.lower(), "application/octet-stream")
+    answer = await harness.signed(
+        device, "POST", path, body=case.path.read_bytes(), headers={"content-type": kind}
+    )
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    reason = body.get("reason") if isinstance(body, dict) and answer.status_code != 200 else None
+    return Taught(case.id, case.user, case.expect_text, answer.status_code, reason)
+
+
+def counts(taught: Sequence[Taught]) -> dict[str, Any]:
+    """Enrolment takes for the summary: how many were kept, refused, and why."""
+    refused = Counter(t.reason or f"http_{t.status}" for t in taught if not t.ok)
+    return {
+        "takes": len(taught),
+        "taught": sum(t.ok for t in taught),
+        "refused": sum(refused.values()),
+        "reasons": dict(sorted(refused.items())),
+        "users": len({t.user for t in taught}),
+    }

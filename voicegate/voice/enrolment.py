@@ -1,0 +1,84 @@
+"""A user's personal answers between the store and the voice decision.
+
+``StoreEnrolments`` reads a user's templates from the store on every answer (one indexed query,
+so a template taught or deleted through any replica counts at once) and keeps the radii of the
+last set it saw per user: they cost a DTW per pair of templates, about 0.2 s for 30 of them, and
+change only when the templates do. ``stored`` turns one decoded enrolment take into the row the
+store keeps: features, never audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from voicegate.gate.types import Decision, StoredTemplate
+from voicegate.reasons import Kind
+from voicegate.store.base import TemplateStore
+from voicegate.voice import templates
+
+# The answers a user may teach: yes, no/cancel, wait/more time and the cards one to five.
+MAX_CARD = 5
+MEANINGS = ("confirm", "cancel", "more_time", *(f"choose:{k}" for k in range(1, MAX_CARD + 1)))
+# Per user, at most this many templates: 8 answers × 3 takes, each taught in two ways
+# (a word and a personal one, "yes" and "haan"), rounded up. It bounds the store and the DTW
+# work of one decision (about 8 ms per template here, benchmarks/enrol.py).
+MAX_TEMPLATES = 60
+MAX_LABEL = 40  # characters of the user's own name for a personal answer ("theek hai")
+
+
+def meaning_of(text: str) -> Decision:
+    """``"choose:2"`` -> the card, ``"confirm"`` etc.; ``ValueError`` for anything else."""
+    if text not in MEANINGS:
+        raise ValueError(f"not an answer one can teach: {text!r}")
+    kind, _, card = text.partition(":")
+    return Decision(Kind(kind), card=int(card)) if card else Decision(Kind(kind))
+
+
+def stored(
+    user: str, meaning: str, label: str, features: templates.Matrix, *, now: float, device: str
+) -> StoredTemplate:
+    """The store's row for one take; ``ValueError`` for an unknown meaning or a bad label."""
+    meaning_of(meaning)
+    if len(label) > MAX_LABEL or any(not c.isprintable() for c in label):
+        raise ValueError("a label is at most 40 printable characters")
+    return StoredTemplate(
+        id="tpl_" + uuid.uuid4().hex,
+        user=user,
+        meaning=meaning,
+        label=label,
+        created_at=now,
+        data=templates.encode(features),
+        device_id=device,
+    )
+
+
+class StoreEnrolments:
+    """``voicegate.voice.pipeline.Enrolments`` over a ``TemplateStore``."""
+
+    def __init__(self, store: TemplateStore) -> None:
+        self.store = store
+        self._last: dict[str, tuple[tuple[str, ...], templates.Enrolment]] = {}
+
+    async def enrolment(self, user: str) -> templates.Enrolment | None:
+        """The user's enrolment now; None when they taught nothing."""
+        rows = await self.store.list(user)
+        if not rows:
+            self._last.pop(user, None)
+            return None
+        hard = await self.store.hard(user)
+        key = tuple(r.id for r in rows)
+        last = self._last.get(user)
+        if last is not None and last[0] == key:
+            return templates.Enrolment(last[1].templates, last[1].radii, hard)
+        taught = []
+        for row in rows:
+            try:
+                taught.append(
+                    templates.Template(meaning_of(row.meaning), templates.decode(row.data))
+                )
+            except ValueError:
+                continue  # features of another version: skipped, never matched
+        enrolment = await asyncio.to_thread(templates.enrol, taught, hard)
+        self._last[user] = (key, enrolment)
+        return enrolment
