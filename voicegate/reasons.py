@@ -80,6 +80,7 @@ class Reason(StrEnum):
     BAD_PAIRING_CODE = "bad_pairing_code"
     PAIRING_BUDGET = "pairing_budget"
     BAD_REQUEST = "bad_request"
+    TOO_SLOW = "too_slow"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -142,6 +143,13 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.BAD_PAIRING_CODE: "Check the pairing code and try again.",
     Reason.PAIRING_BUDGET: "Too many pairing attempts; wait a few minutes.",
     Reason.BAD_REQUEST: "The request was not understood; check its fields.",
+    Reason.TOO_SLOW: "The request did not arrive in time; check the connection and send it again.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
+}
+
+# The next step of a refusal of a request that is not a recording, where it differs from the
+# recording's (the device's JSON routes and the agent's ``/mcp``).
+REQUEST_NEXT_STEP: dict[Reason, str] = {
+    Reason.TOO_LARGE: "The request is too large; send a smaller one.",
 }

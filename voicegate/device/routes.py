@@ -149,10 +149,7 @@ def device_router(services: Services) -> APIRouter:
         prefix="/device",
         tags=["device"],
         route_class=limited_route(
-            limit_for,
-            clock,
-            events=events,
-            intake_for=lambda path: intake if path.endswith("/voice") else None,
+            limit_for, clock, body_timeout=settings.body_timeout, events=events
         ),
         responses=_REFUSALS,
     )
@@ -220,7 +217,9 @@ def device_router(services: Services) -> APIRouter:
         nonce = _field(request, fields, "nonce", NONCE_HEADER, in_query=False)
         # Cheap checks before the recogniser spends a second of CPU on the recording.
         pending = await _open_set(services, device, pending_id, nonce)
-        with events.transcribing():
+        # A place is taken only now: the body is whole and signed by a paired device, so an
+        # unsigned or stalled upload can never hold one.
+        with intake.admit(), events.transcribing():
             result = await pipeline.decide(
                 audio,
                 user=device.user,
