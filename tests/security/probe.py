@@ -9,6 +9,7 @@ HTTP parser) is what a deployment runs.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +27,10 @@ from voicegate.gate.types import PendingSet, Risk
 from voicegate.mcp.commands import server_config
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
+from voicegate.mcp.server import GatedTools
 from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.observe import EDGES
+from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, Secret
 from voicegate.services import Services
 from voicegate.settings import ServerConfig
@@ -55,6 +59,12 @@ class Probe:
     clock: ManualClock
     recogniser: Deaf
     held: list[asyncio.StreamWriter] = field(default_factory=list)
+
+    @property
+    def tools(self) -> GatedTools:
+        """The gate's MCP tools, as the endpoint calls them."""
+        tools: GatedTools = self.server.config.app.state.voicegate.tools
+        return tools
 
     @property
     def host_header(self) -> str:
@@ -101,6 +111,58 @@ class Probe:
         async with asyncio.timeout(PATIENCE):
             return await reader.read()
 
+    async def mcp(self, method: str, params: bytes, *, session: str = "") -> httpx.Response:
+        """One JSON-RPC request to ``/mcp`` whose ``params`` are raw JSON bytes, as sent."""
+        headers = {
+            "Authorization": f"Bearer {TOKEN}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        if session:
+            headers["Mcp-Session-Id"] = session
+        body = b'{"jsonrpc":"2.0","id":1,"method":"%s","params":%s}' % (method.encode(), params)
+        return await self.http.post("/mcp", content=body, headers=headers)
+
+    async def mcp_session(self) -> str:
+        """An initialised MCP session's id."""
+        init = await self.mcp(
+            "initialize",
+            b'{"protocolVersion":"2025-06-18","capabilities":{},'
+            b'"clientInfo":{"name":"probe","version":"1"}}',
+        )
+        assert init.status_code == 200, init.text
+        session = init.headers["mcp-session-id"]
+        note = await self.http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers={
+                "Authorization": f"Bearer {TOKEN}",
+                "Accept": "application/json, text/event-stream",
+                "Mcp-Session-Id": session,
+                "MCP-Protocol-Version": "2025-06-18",
+            },
+        )
+        assert note.status_code == 202, note.text
+        return session
+
+    def refusals(self, reason: Reason) -> float:
+        """How many refusals for ``reason`` /metrics counts, at every edge together."""
+        registry = self.services.events.registry
+        return sum(
+            registry.get_sample_value("voicegate_refusals_total", {"edge": e, "reason": reason})
+            or 0.0
+            for e in EDGES
+        )
+
+
+def tool_result(response: httpx.Response) -> dict[str, Any]:
+    """The structured result of a ``tools/call`` answered as server-sent events."""
+    assert response.status_code == 200, response.text[:300]
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    result: dict[str, Any] = json.loads(data[-1])["result"]
+    return result
+
 
 def status_of(reply: bytes) -> int:
     """The status code of a raw HTTP reply."""
@@ -108,10 +170,13 @@ def status_of(reply: bytes) -> int:
 
 
 @asynccontextmanager
-async def served(*, recogniser: Deaf | None = None, **config: Any) -> AsyncIterator[Probe]:
-    """The app served on a free 127.0.0.1 port, with ``config`` changes to ``ServerConfig``."""
+async def served(
+    *, db: str = "memory", recogniser: Deaf | None = None, **config: Any
+) -> AsyncIterator[Probe]:
+    """The app over the store at ``db``, served on a free 127.0.0.1 port, with ``config``
+    changes to ``ServerConfig``."""
     clock = ManualClock()
-    store = await open_store("memory")
+    store = await open_store(db)
     hearing = recogniser or Eager()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))

@@ -55,6 +55,7 @@ from voicegate.gate.types import (
 )
 from voicegate.reasons import Kind, Reason
 from voicegate.services import Services
+from voicegate.text import storable
 
 _WORD = re.compile(r"[^\W\d_]+")
 # One per container the decoder reads: ``voice.audio.CONTENT_TYPES``, kept equal by a test.
@@ -384,6 +385,6 @@ def _field(
     # The nonce never rides in a URL: URLs end up in access logs and proxy logs.
     query = request.query_params.get(name) if in_query else None
     value = fields.get(name) or request.headers.get(header) or query
-    if not value:
+    if not value or not storable(value):
         raise Refused(Reason.BAD_REQUEST, f"voice needs {name}")
     return value
