@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -87,7 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = next((w for w in words if not w.startswith("-")), None)
     args = build_parser(command).parse_args(words)
-    status = _resolve(args._run)(args)
+    try:
+        status = _resolve(args._run)(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``voicegate pair | head -1``): what it read stands, and Python
+        # must not try again to flush the rest at exit, which would print a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return int(status or 0)
 
 

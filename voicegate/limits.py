@@ -5,10 +5,11 @@ replicas sharing one database: N replicas together never grant more than the lim
 own budget is taken first; a device already out of budget never spends its user's, so one
 runaway device cannot lock its owner's other devices out.
 
-``Intake`` bounds how many voice uploads one process holds at once. It is checked before the
-body is read, so the memory a burst can take is at most ``limit`` bodies of at most the upload
-limit each; the next upload is told ``busy`` with a ``Retry-After`` rather than queued in memory.
-Behind it, the voice pipeline's own queue batches what was admitted for the recogniser.
+``Intake`` bounds how many voice uploads one process decides at once; the next is told ``busy``
+with a ``Retry-After`` rather than queued. It is taken only once the whole body has arrived
+(within the edge's body deadline) and its signature checked, so a client that never finishes
+an upload, or signs nothing, cannot hold a place (``device.edge``). Behind it, the voice
+pipeline's own queue batches what was admitted for the recogniser.
 
 ``BodyLimit`` puts the same kind of bound in front of an ASGI app that reads whole bodies
 unbounded (the MCP endpoint).
@@ -27,13 +28,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voicegate.errors import Throttled
 from voicegate.gate.types import Device
-from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.reasons import NEXT_STEP, REQUEST_NEXT_STEP, Reason
 from voicegate.store.base import Budgets
 
 __all__ = ["BodyLimit", "Intake", "RateLimits", "retry_after", "take"]
 
 What = Literal["voice", "answer"]
 BUSY_RETRY_AFTER = 1
+# 30 seconds for a device request's whole body: even the largest upload allowed (2 MiB) arrives
+# within it over a 0.6 Mbit/s uplink, and a real answer (a few seconds of Opus, tens of KiB)
+# over far worse. A client that sends headers and then stalls is refused after it.
+BODY_TIMEOUT = 30.0
+# A longer deadline would let each stalled connection sit for minutes.
+MAX_BODY_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +85,7 @@ def retry_after(window: float, now: float) -> int:
 
 
 class Intake:
-    """At most ``limit`` voice uploads held at once in this process; the next one is told busy."""
+    """At most ``limit`` signed voice uploads decided at once in this process; the next is busy."""
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
@@ -160,5 +167,6 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
-    body = {"reason": Reason.TOO_LARGE.value, "next_step": NEXT_STEP[Reason.TOO_LARGE]}
+    step = REQUEST_NEXT_STEP.get(Reason.TOO_LARGE, NEXT_STEP[Reason.TOO_LARGE])
+    body = {"reason": Reason.TOO_LARGE.value, "next_step": step}
     await JSONResponse(body, status_code=413)(scope, receive, send)

@@ -145,7 +145,7 @@ class Events:
         )
         self.queue_depth = Gauge(
             "voicegate_transcription_queue_depth",
-            "Voice answers admitted and not yet answered (uploading, waiting or being heard)",
+            "Signed voice answers admitted and not yet answered (waiting or being heard)",
             registry=r,
         )
         self.upstream = Histogram(

@@ -87,6 +87,7 @@ class Reason(StrEnum):
     # personal answers (enrolment)
     UNKNOWN_TEMPLATE = "unknown_template"
     TEMPLATE_LIMIT = "template_limit"
+    TOO_SLOW = "too_slow"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -158,6 +159,13 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.BAD_REQUEST: "The request was not understood; check its fields.",
     Reason.UNKNOWN_TEMPLATE: "No such taught answer of yours; list them again.",
     Reason.TEMPLATE_LIMIT: "You have taught the most answers kept; delete some to add more.",
+    Reason.TOO_SLOW: "The request did not arrive in time; check the connection and send it again.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
+}
+
+# The next step of a refusal of a request that is not a recording, where it differs from the
+# recording's (the device's JSON routes and the agent's ``/mcp``).
+REQUEST_NEXT_STEP: dict[Reason, str] = {
+    Reason.TOO_LARGE: "The request is too large; send a smaller one.",
 }

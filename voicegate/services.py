@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from voicegate.gate.core import Gate
-from voicegate.limits import RateLimits
+from voicegate.limits import BODY_TIMEOUT, RateLimits
 from voicegate.observe import Events
 from voicegate.store.base import Store
 
@@ -38,6 +38,8 @@ class Settings:
     rate_limits: RateLimits = field(default_factory=RateLimits)
     # Voice uploads one process holds at once (the pipeline's own queue holds 16 by default).
     max_voice_in_flight: int = 16
+    # Seconds a device request's whole body may take to arrive (``BODY_TIMEOUT``).
+    body_timeout: float = BODY_TIMEOUT
 
 
 @dataclass(slots=True)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from voicegate.errors import ConfigError
-from voicegate.limits import RateLimits
+from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store import redact
 from voicegate.tokens import DEFAULT_TTL
@@ -58,6 +59,11 @@ class ServerConfig:
     token_ttl: float = DEFAULT_TTL
     # Voice uploads this process holds at once; the next is told ``busy``.
     max_voice_in_flight: int = 16
+    # Seconds a device request's body may take to arrive; a slower one answers ``too_slow``.
+    body_timeout: float = BODY_TIMEOUT
+    # Addresses (or networks) of the reverse proxies whose X-Forwarded-For names the client;
+    # none by default, so a client's own X-Forwarded-For never moves it to another budget.
+    trusted_proxies: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         """Every field, the store URL with its password masked (secrets mask themselves)."""
@@ -107,6 +113,21 @@ class ServerConfig:
         if not self.loopback:
             hosts.append(f"{self.host}:{self.port}")
         hosts.extend(self.allowed_hosts)
+        return hosts
+
+    def trusted_hosts(self) -> list[str]:
+        """Host names (without port) the app answers to: localhost, the host of ``base_url``
+        (``--public-url``, else the address it listens on) and ``allowed_hosts``.
+
+        Anything else is refused before any route runs, so a page on another site that
+        rebinds its own name to this server's address (DNS rebinding) reaches nothing: its
+        requests carry its own name.
+        """
+        hosts = ["localhost", "127.0.0.1", "::1"]
+        for url in (self.base_url, *(f"//{h}" for h in self.allowed_hosts)):
+            name = urllib.parse.urlsplit(url).hostname
+            if name and name not in hosts:
+                hosts.append(name)
         return hosts
 
     def origins(self) -> list[str]:
@@ -243,3 +264,29 @@ def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret
     """The agent's bearer token: the flag, else ``VOICEGATE_TOKEN``, else a fresh one."""
     chosen = value or env.get(TOKEN_ENV, "")
     return Secret(chosen) if chosen else Secret(secrets.token_urlsafe(24))
+
+
+def body_timeout_from(value: float) -> float:
+    """``--body-timeout`` checked: more than 0, at most ``MAX_BODY_TIMEOUT`` seconds."""
+    # The negated test also refuses NaN, which compares false with everything.
+    if not (0 < value <= MAX_BODY_TIMEOUT):
+        raise ConfigError(
+            f"--body-timeout must be more than 0 and at most {MAX_BODY_TIMEOUT:.0f} seconds"
+        )
+    return value
+
+
+def trusted_proxies_from(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--trusted-proxy`` values checked: each an IP address or network, never a wildcard."""
+    checked = []
+    for value in values or ():
+        try:
+            network = ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"--trusted-proxy needs an IP address or network, not {value!r}"
+            ) from None
+        if network.prefixlen == 0:
+            raise ConfigError("--trusted-proxy must not trust every address")
+        checked.append(str(network) if network.num_addresses > 1 else str(network.network_address))
+    return tuple(checked)

@@ -8,7 +8,7 @@ import pytest
 
 from voicegate.clock import ManualClock
 from voicegate.device import signing
-from voicegate.device.routes import AUDIO_TYPES, MAX_VOICE_SECONDS, MIN_VOICE_SECONDS
+from voicegate.device.openapi import AUDIO_TYPES, MAX_VOICE_SECONDS, MIN_VOICE_SECONDS
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec

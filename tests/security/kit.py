@@ -9,7 +9,7 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from fastapi import FastAPI
@@ -32,6 +32,7 @@ from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 from voicegate.web.app import Assembly, build_app
 
+T = TypeVar("T")
 TOKEN = "security-suite-bearer-token-0123456789"
 CLIENT = ("192.0.2.10", 50000)
 WRITES = ("write_note", "delete_note")
@@ -153,13 +154,13 @@ async def world(
 
 
 @asynccontextmanager
-async def held(opened: AbstractAsyncContextManager[World]) -> AsyncIterator[World]:
+async def held(opened: AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
     """Enter and leave ``opened`` in one task of its own, as a server would.
 
     The in-process upstream's task group must be left by the task that entered it, and a pytest
     fixture's set-up and tear-down may run in different tasks.
     """
-    ready: asyncio.Future[World] = asyncio.get_running_loop().create_future()
+    ready: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
 
     async def hold() -> None:

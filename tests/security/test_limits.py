@@ -171,7 +171,9 @@ async def test_voice_uploads_from_two_devices_share_their_users_budget(store: St
         assert executor.calls == [("write_note", {"name": "n", "text": "t"})]
 
 
-async def test_a_full_intake_answers_busy_before_reading_the_upload(store: Store) -> None:
+async def test_a_full_intake_answers_busy_to_a_signed_upload_and_401_to_an_unsigned_one(
+    store: Store,
+) -> None:
     clock = ManualClock()
     recogniser = Held()
     services = services_over(
@@ -181,27 +183,21 @@ async def test_a_full_intake_answers_busy_before_reading_the_upload(store: Store
         device = await paired_device(http, services, clock)
         pending = await propose(services)
         headers = {"X-Voicegate-Pending": pending.id, "X-Voicegate-Nonce": pending.nonce}
-        first = asyncio.create_task(
-            device.post("/device/voice", audio.encode("wav"), "audio/wav", **headers)
-        )
+        wav = audio.encode("wav")
+        first = asyncio.create_task(device.post("/device/voice", wav, "audio/wav", **headers))
         await asyncio.to_thread(recogniser.entered.wait, 60)
         depth = services.events.registry.get_sample_value("voicegate_transcription_queue_depth")
         assert depth == 1.0
-        pulled = 0
-
-        async def body() -> AsyncIterator[bytes]:
-            nonlocal pulled
-            for _ in range(32):
-                pulled += 1
-                yield b"\0" * 65536
-
-        signed = {**device.headers("POST", "/device/voice", b""), **headers}
-        busy = await http.post(
-            "/device/voice", content=body(), headers={**signed, "Content-Type": "audio/wav"}
+        # The place is taken after the signature is checked: an unsigned upload is told it is
+        # unsigned, never that the recogniser is busy.
+        unsigned = await http.post(
+            "/device/voice", content=wav, headers={**headers, "Content-Type": "audio/wav"}
         )
+        assert unsigned.status_code == 401
+        assert unsigned.json()["reason"] == Reason.UNKNOWN_DEVICE
+        busy = await device.post("/device/voice", audio.encode("wav"), "audio/wav", **headers)
         assert busy.status_code == 429 and busy.json()["reason"] == Reason.BUSY
         assert busy.headers["Retry-After"] == "1"
-        assert pulled <= 1
         recogniser.release.set()
         assert (await first).json()["reason"] == Reason.NO_SPEECH
         depth = services.events.registry.get_sample_value("voicegate_transcription_queue_depth")

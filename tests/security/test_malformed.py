@@ -19,7 +19,7 @@ import pytest
 from tests.security import audio
 from tests.security.kit import TOKEN, Eager, World, held, world
 from voicegate.device import signing
-from voicegate.device.routes import AUDIO_TYPES
+from voicegate.device.openapi import AUDIO_TYPES
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.reasons import Reason

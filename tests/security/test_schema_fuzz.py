@@ -24,8 +24,9 @@ from starlette.testclient import TestClient
 from tests.device.kit import Executed, SigningDevice
 from tests.security.kit import Eager
 from voicegate.clock import ManualClock
+from voicegate.device.openapi import AUDIO_TYPES
 from voicegate.device.pairing import start_pairing
-from voicegate.device.routes import AUDIO_TYPES, NONCE_HEADER, PENDING_HEADER, device_router
+from voicegate.device.routes import NONCE_HEADER, PENDING_HEADER, device_router
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.limits import RateLimits

@@ -14,6 +14,7 @@ from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.gate.types import DeviceKind
 from voicegate.settings import KEYS_ENV, keys_for
 from voicegate.store.base import Store
+from voicegate.text import printable
 
 T = TypeVar("T")
 DEFAULT_DB = "voicegate.db"
@@ -72,7 +73,7 @@ def run_pair(args: argparse.Namespace) -> int:
     kind = DeviceKind(args.kind)
     code = _with_store(args.db, lambda s: start_pairing(s, args.user, kind, keys=keys))
     minutes = int(CODE_TTL // 60)
-    print(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}")
+    print(printable(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}"))
     print(
         f"Open {args.url.rstrip('/')}/approve on the device and enter it within {minutes} minutes."
     )
@@ -99,9 +100,9 @@ def run_devices(args: argparse.Namespace) -> int:
             return await store.devices.revoke(args.device_id, time.time())
 
         if _with_store(args.db, revoke):
-            print(f"Revoked {args.device_id}.")
+            print(printable(f"Revoked {args.device_id}."))
             return 0
-        print(f"No active device {args.device_id}.")
+        print(printable(f"No active device {args.device_id}."))
         return 1
 
     async def listing(store: Store) -> list[str]:
@@ -109,7 +110,9 @@ def run_devices(args: argparse.Namespace) -> int:
         for d in await store.devices.list(args.user):
             paired = time.strftime("%Y-%m-%d %H:%M", time.localtime(d.created_at))
             state = "revoked" if d.revoked_at is not None else "active"
-            rows.append(f"{d.id}  {d.user}  {d.kind.value:5}  {state:7}  {paired}  {d.name}")
+            # Names were checked at pairing; rows from older databases are escaped all the same.
+            row = f"{d.id}  {d.user}  {d.kind.value:5}  {state:7}  {paired}  {d.name}"
+            rows.append(printable(row))
         return rows
 
     rows = _with_store(args.db, listing)

@@ -1,21 +1,23 @@
-"""The edge of the device API: body size limits, and every refusal as JSON ``{reason, next_step}``.
+"""The edge of the device API: body size and time limits, every refusal as `{reason, next_step}`.
 
-Routes built with ``limited_route(...)`` read the body through ``LimitedRequest`` before anything
-else looks at it, so an oversized upload is refused after at most ``limit`` bytes, and turn every
-``Refused`` into a 4xx answer. A store outage answers 503 ``ledger_unavailable``, and never a
-release. Each answer carries the server's clock in ``X-Voicegate-Time`` so that a device whose own
-clock is off can still stamp its signed requests inside the window.
+Routes built with ``limited_route(...)`` read the whole body through ``LimitedRequest`` before
+anything else looks at it: an oversized upload is refused after at most ``limit`` bytes, and a
+body that has not arrived within ``body_timeout`` seconds answers 408 ``too_slow``. Only then do
+the signature check and the route run, so a client that sends headers and then trickles or
+stops holds no recogniser place, no budget and no ledger key; one that hangs up mid-body is
+dropped quietly (there is no one left to answer). Every ``Refused`` becomes a 4xx answer. A
+store outage answers 503 ``ledger_unavailable``, and never a release. Each answer carries the
+server's clock in ``X-Voicegate-Time`` so that a device whose own clock is off can still stamp
+its signed requests inside the window.
 
-A route may also name an ``Intake``: its place is taken before the body is read, so a burst of
-uploads is told ``busy`` (429 with ``Retry-After``) instead of piling up in memory. Every refusal
-answered here is reported to the app's ``Events``. A body FastAPI cannot parse (such as JSON
-nested deeper than the parser goes) is a ``bad_request``, never a bare error page.
+Every refusal answered here is reported to the app's ``Events``. A body FastAPI cannot parse
+(such as JSON nested deeper than the parser goes) is a ``bad_request``, never a bare error page.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from fastapi import Request, Response
@@ -23,11 +25,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from voicegate.errors import Refused, StoreUnavailable, Throttled
-from voicegate.limits import Intake
 from voicegate.observe import Events
-from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.reasons import NEXT_STEP, REQUEST_NEXT_STEP, Reason
 
 TIME_HEADER = "X-Voicegate-Time"
 
@@ -43,6 +45,7 @@ _STATUS: dict[Reason, int] = {
     Reason.WRONG_DEVICE_USER: 403,
     Reason.DEVICE_CANNOT_SPEAK: 403,
     Reason.UNKNOWN_PENDING: 404,
+    Reason.TOO_SLOW: 408,
     Reason.TOO_LARGE: 413,
     Reason.UNSUPPORTED_FORMAT: 415,
     Reason.CORRUPT: 422,
@@ -67,14 +70,29 @@ def status_for(reason: Reason) -> int:
 
 
 def refusal(
-    reason: Reason, *, now: float, retry_after: int | None = None, **extra: Any
+    reason: Reason,
+    *,
+    now: float,
+    retry_after: int | None = None,
+    recording: bool = True,
+    **extra: Any,
 ) -> JSONResponse:
-    """The JSON answer to a refusal: the reason code and what the user can do instead."""
-    body = {"reason": reason.value, "next_step": NEXT_STEP.get(reason, ""), **extra}
+    """The JSON answer to a refusal: the reason code and what the user can do instead.
+
+    ``recording``: whether the refused body was a recording; a JSON request too large is told
+    to send a smaller request, not to record a shorter answer.
+    """
+    step = NEXT_STEP.get(reason, "")
+    if not recording:
+        step = REQUEST_NEXT_STEP.get(reason, step)
+    body = {"reason": reason.value, "next_step": step, **extra}
     response = JSONResponse(body, status_code=status_for(reason))
     response.headers[TIME_HEADER] = str(int(now))
     if retry_after is not None:
         response.headers["Retry-After"] = str(retry_after)
+    if reason is Reason.TOO_SLOW:
+        # The rest of a late body may still arrive; the connection is not reused for it.
+        response.headers["Connection"] = "close"
     return response
 
 
@@ -99,39 +117,46 @@ class LimitedRequest(Request):
             self._body = b"".join(chunks)
         return self._body
 
+    async def body_within(self, seconds: float) -> bytes:
+        """The whole body; ``Refused(TOO_SLOW)`` if it has not all arrived within ``seconds``."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await self.body()
+        except TimeoutError:
+            raise Refused(Reason.TOO_SLOW) from None
+
 
 def limited_route(
     limit_for: Callable[[str], int],
     clock: Callable[[], float],
     *,
+    body_timeout: float,
     events: Events | None = None,
-    intake_for: Callable[[str], Intake | None] = lambda path: None,
 ) -> type[APIRoute]:
-    """An ``APIRoute`` class whose routes read bodies under ``limit_for(path)``, hold a place in
-    ``intake_for(path)`` while they run, and answer refusals as JSON."""
+    """An ``APIRoute`` class whose routes read whole bodies under ``limit_for(path)`` bytes and
+    ``body_timeout`` seconds before anything else runs, and answer refusals as JSON."""
 
     class DeviceRoute(APIRoute):
         def get_route_handler(self) -> Handler:
             original = super().get_route_handler()
             limit = limit_for(self.path)
-            intake = intake_for(self.path)
             route = self.path
+            recording = route.endswith("/voice")
 
             def refuse(reason: Reason, retry_after: int | None = None) -> JSONResponse:
                 if events is not None:
                     events.refused(reason, edge="device", route=route)
-                return refusal(reason, now=clock(), retry_after=retry_after)
+                return refusal(reason, now=clock(), retry_after=retry_after, recording=recording)
 
             async def handle(request: Request) -> Response:
                 limited = LimitedRequest(request.scope, request.receive)
                 limited.limit = limit
-                held: AbstractContextManager[None] = (
-                    intake.admit() if intake is not None else nullcontext()
-                )
                 try:
-                    with held:
-                        await limited.body()
-                        response = await original(limited)
+                    await limited.body_within(body_timeout)
+                    response = await original(limited)
+                except ClientDisconnect:
+                    # Gone mid-body: nothing was held for it, and no one is left to answer.
+                    return Response(status_code=400)
                 except Throttled as throttled:
                     return refuse(throttled.reason, throttled.retry_after)
                 except Refused as refused:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from voicegate import limits
 from voicegate.device.auth import device_dependency
 from voicegate.device.edge import limited_route
-from voicegate.device.routes import _SIGNED, _SIGNED_HEADERS, AUDIO_TYPES
+from voicegate.device.openapi import AUDIO_TYPES, SIGNED, SIGNED_HEADERS
 from voicegate.errors import DeviceRefused, Refused
 from voicegate.gate.types import Device, DeviceKind, StoredTemplate
 from voicegate.reasons import Reason
@@ -35,7 +35,7 @@ __all__ = ["enrol_router"]
 
 # The take is the raw body, in its own (signed) Content-Type, as a voice answer can be.
 _TAKE: dict[str, Any] = {
-    "parameters": _SIGNED_HEADERS,
+    "parameters": SIGNED_HEADERS,
     "requestBody": {
         "required": True,
         "description": "One take of the answer, as the raw body.",
@@ -97,7 +97,9 @@ def enrol_router(services: Services) -> APIRouter:
     router = APIRouter(
         prefix="/device/enrol",
         tags=["enrolment"],
-        route_class=limited_route(limit_for, clock, events=services.events),
+        route_class=limited_route(
+            limit_for, clock, body_timeout=settings.body_timeout, events=services.events
+        ),
     )
     signed = Depends(device_dependency(services))
 
@@ -152,24 +154,24 @@ def enrol_router(services: Services) -> APIRouter:
         await services.store.templates.add(row)
         return TemplateOut.of(row)
 
-    @router.get("", response_model=EnrolmentOut, openapi_extra=_SIGNED)
+    @router.get("", response_model=EnrolmentOut, openapi_extra=SIGNED)
     async def list_templates(device: Device = signed) -> EnrolmentOut:
         """This user's taught answers and the "hard for recognisers" flag."""
         return await listed(device.user)
 
-    @router.delete("/{template_id}", response_model=DeletedOut, openapi_extra=_SIGNED)
+    @router.delete("/{template_id}", response_model=DeletedOut, openapi_extra=SIGNED)
     async def delete_one(template_id: str, device: Device = signed) -> DeletedOut:
         """Forget one taught take of this user."""
         if not await services.store.templates.delete(device.user, template_id):
             raise Refused(Reason.UNKNOWN_TEMPLATE)
         return DeletedOut(deleted=1)
 
-    @router.delete("", response_model=DeletedOut, openapi_extra=_SIGNED)
+    @router.delete("", response_model=DeletedOut, openapi_extra=SIGNED)
     async def delete_all(device: Device = signed) -> DeletedOut:
         """Forget every taught take of this user, and the flag."""
         return DeletedOut(deleted=await services.store.templates.delete(device.user))
 
-    @router.post("/hard", response_model=EnrolmentOut, openapi_extra=_SIGNED)
+    @router.post("/hard", response_model=EnrolmentOut, openapi_extra=SIGNED)
     async def set_hard(body: HardIn, device: Device = signed) -> EnrolmentOut:
         """Say whether this user's speech is hard for recognisers."""
         await services.store.templates.set_hard(device.user, body.hard)

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voicegate.gate import card
 from voicegate.gate.core import Outcome
 from voicegate.gate.types import Action, Device, PendingSet, Receipt
 from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.text import storable
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        # A lone surrogate or a NUL in any text field is refused here as ``bad_request``; a
+        # store would refuse to bind it, and that must never read as an outage.
+        if not all(storable(v) for v in self.__dict__.values() if isinstance(v, str)):
+            raise ValueError("text with a lone surrogate or a NUL character")
+        return self
 
 
 class PairIn(_In):

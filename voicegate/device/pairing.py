@@ -36,6 +36,7 @@ from typing import Any
 
 from voicegate.device.signing import ALGORITHM, normalise_public_key
 from voicegate.errors import DeviceRefused
+from voicegate.gate.card import escape
 from voicegate.gate.types import Device, DeviceKind, PairingCode
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, Secret
@@ -54,7 +55,14 @@ _SALT = b"voicegate-pairing-code-v1"
 # Domain separation: the pairing key is never the key that signs receipts and tokens.
 _KEY_LABEL = b"voicegate pairing code key v1"
 
-__all__ = ["complete_pairing", "hash_code", "normalise_code", "pairing_key", "start_pairing"]
+__all__ = [
+    "complete_pairing",
+    "device_name",
+    "hash_code",
+    "normalise_code",
+    "pairing_key",
+    "start_pairing",
+]
 
 
 def normalise_code(code: str) -> str:
@@ -126,6 +134,7 @@ async def complete_pairing(
         raise DeviceRefused(
             Reason.BAD_REQUEST, "the public key is not an ECDSA P-256 key"
         ) from None
+    shown_name = device_name(name)
     digits = normalise_code(code)
     if len(digits) != CODE_DIGITS or not digits.isdigit():
         raise DeviceRefused(Reason.BAD_PAIRING_CODE)
@@ -139,10 +148,23 @@ async def complete_pairing(
         public_key=stored_key,
         algorithm=ALGORITHM,
         created_at=now,
-        name=" ".join(name.split())[:MAX_NAME],
+        name=shown_name,
     )
     await store.devices.add(device)
     return device
+
+
+def device_name(name: str) -> str:
+    """``name`` with its runs of white space as single spaces, at most ``MAX_NAME`` characters.
+
+    A name holding a control, bidi or other hiding character (anything the card would show as
+    an escape) is refused as ``bad_request``: it would otherwise reach the operator's terminal
+    and the device lists as an escape sequence or reordered text.
+    """
+    clean = " ".join(name.split())[:MAX_NAME]
+    if escape(clean) != clean:
+        raise DeviceRefused(Reason.BAD_REQUEST, "the device name holds control characters")
+    return clean
 
 
 def address_key(source_address: str) -> str:

@@ -20,7 +20,7 @@ from starlette.datastructures import UploadFile
 
 from voicegate import limits
 from voicegate.device.auth import device_dependency
-from voicegate.device.edge import TIME_HEADER, limited_route, status_for
+from voicegate.device.edge import TIME_HEADER, limited_route, refusal, status_for
 from voicegate.device.models import (
     AnswerOut,
     MoreTimeIn,
@@ -29,17 +29,11 @@ from voicegate.device.models import (
     PendingList,
     PendingOut,
     ReceiptOut,
-    RefusalOut,
     TapIn,
 )
+from voicegate.device.openapi import REFUSALS, SIGNED, VOICE_BODY, voice_description
 from voicegate.device.pairing import complete_pairing
-from voicegate.device.signing import (
-    DEVICE_HEADER,
-    NONCE_HEADER,
-    PENDING_HEADER,
-    SCHEME,
-    TIMESTAMP_HEADER,
-)
+from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
 from voicegate.errors import DeviceRefused, Refused
 from voicegate.gate.core import MAX_CARDS, Outcome
 from voicegate.gate.types import (
@@ -55,90 +49,10 @@ from voicegate.gate.types import (
 )
 from voicegate.reasons import Kind, Reason
 from voicegate.services import Services
+from voicegate.text import storable
 
 _WORD = re.compile(r"[^\W\d_]+")
 _CARD_NUMBERS = frozenset(str(n) for n in range(1, MAX_CARDS + 1))
-# One per container the decoder reads: ``voice.audio.CONTENT_TYPES``, kept equal by a test.
-AUDIO_TYPES = ("audio/wav", "audio/flac", "audio/ogg", "audio/webm", "audio/mp4")
-# ``voice.audio.Limits``' bounds on one recording, kept equal by a test (that module needs the
-# audio stack, which the device API does not import).
-MIN_VOICE_SECONDS = 0.1
-MAX_VOICE_SECONDS = 15.0
-
-_REFUSALS: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": RefusalOut, "description": "Refused: a reason code and the next step"},
-    503: {"model": RefusalOut, "description": "The store is unreachable; nothing ran"},
-}
-
-
-def _header(name: str, description: str, *, required: bool) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "header",
-        "required": required,
-        "description": description,
-        "schema": {"type": "string"},
-    }
-
-
-# Sent with the signature (``auth.SIGNATURE_SCHEME``, the security scheme, says how to sign).
-_SIGNED_HEADERS = [
-    _header(
-        DEVICE_HEADER, f"The paired device's id; line 2 of the {SCHEME} string.", required=True
-    ),
-    _header(
-        TIMESTAMP_HEADER,
-        f"Whole Unix seconds on the server's clock; line 5 of the {SCHEME} string.",
-        required=True,
-    ),
-]
-_SIGNED: dict[str, Any] = {"parameters": _SIGNED_HEADERS}
-# The voice route also reads these (or the form fields of the same name); they are
-# covered by the signature, as is Content-Type, which picks the audio decoder.
-_VOICE_HEADERS = [
-    _header(
-        PENDING_HEADER,
-        f"The waiting set answered (else `pending_id`); line 8 of the {SCHEME} string.",
-        required=False,
-    ),
-    _header(
-        NONCE_HEADER,
-        f"That set's nonce (else the `nonce` form field); line 9 of the {SCHEME} string.",
-        required=False,
-    ),
-]
-_SHOWN_QUERY = {
-    "name": "shown",
-    "in": "query",
-    "required": False,
-    "description": "The cards whose full text the device showed, as `1,3` (else the `shown` "
-    "form field); a yes to a shortened card needs it. Signed with the path.",
-    "schema": {"type": "string"},
-}
-_VOICE_BODY: dict[str, Any] = {
-    "parameters": [*_SIGNED_HEADERS, *_VOICE_HEADERS, _SHOWN_QUERY],
-    "requestBody": {
-        "required": True,
-        "description": "The recording as the raw body (its own Content-Type, which the "
-        "signature covers), or multipart with an `audio` file part and optional `pending_id` "
-        "and `nonce` fields.",
-        "content": {
-            **{t: {"schema": {"type": "string", "format": "binary"}} for t in AUDIO_TYPES},
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "audio": {"type": "string", "format": "binary"},
-                        "pending_id": {"type": "string"},
-                        "nonce": {"type": "string"},
-                        "shown": {"type": "string"},
-                    },
-                    "required": ["audio"],
-                }
-            },
-        },
-    },
-}
 
 __all__ = ["device_router"]
 
@@ -159,12 +73,9 @@ def device_router(services: Services) -> APIRouter:
         prefix="/device",
         tags=["device"],
         route_class=limited_route(
-            limit_for,
-            clock,
-            events=events,
-            intake_for=lambda path: intake if path.endswith("/voice") else None,
+            limit_for, clock, body_timeout=settings.body_timeout, events=events
         ),
-        responses=_REFUSALS,
+        responses=REFUSALS,
     )
 
     async def within_budget(device: Device, *spent: limits.What) -> None:
@@ -189,7 +100,7 @@ def device_router(services: Services) -> APIRouter:
         )
         return PairOut.of(device, clock())
 
-    @router.get("/pending", response_model=PendingList, openapi_extra=_SIGNED)
+    @router.get("/pending", response_model=PendingList, openapi_extra=SIGNED)
     async def pending(device: Device = signed) -> PendingList:
         """This user's waiting sets, with card text, stage, deadline and the nonce."""
         now = clock()
@@ -199,12 +110,13 @@ def device_router(services: Services) -> APIRouter:
             server_time=now,
         )
 
-    @router.post("/tap", response_model=AnswerOut, openapi_extra=_SIGNED)
+    @router.post("/tap", response_model=AnswerOut, openapi_extra=SIGNED)
     async def tap(body: TapIn, device: Device = signed) -> JSONResponse:
         """Choose a card, confirm or cancel by touch, key or switch."""
         if body.decision == "choose" and body.card is None:
             raise Refused(Reason.BAD_REQUEST, "choose needs a card number")
         await within_budget(device, "answer")
+        await _not_anothers(services, device, body.pending_id)
         decision = Decision(Kind(body.decision), body.card)
         evidence = _evidence(
             services,
@@ -220,8 +132,8 @@ def device_router(services: Services) -> APIRouter:
     @router.post(
         "/voice",
         response_model=AnswerOut,
-        openapi_extra=_VOICE_BODY,
-        description=_voice_description(settings.max_voice_bytes),
+        openapi_extra=VOICE_BODY,
+        description=voice_description(settings.max_voice_bytes),
     )
     async def voice(request: Request, device: Device = signed) -> JSONResponse:
         """Answer by voice: the server transcribes the recording and decides what it means."""
@@ -237,7 +149,9 @@ def device_router(services: Services) -> APIRouter:
         shown = _shown(fields.get("shown") or request.query_params.get("shown", ""))
         # Cheap checks before the recogniser spends a second of CPU on the recording.
         pending = await _open_set(services, device, pending_id, nonce)
-        with events.transcribing():
+        # A place is taken only now: the body is whole and signed by a paired device, so an
+        # unsigned or stalled upload can never hold one.
+        with intake.admit(), events.transcribing():
             result = await pipeline.decide(
                 audio,
                 user=device.user,
@@ -262,33 +176,19 @@ def device_router(services: Services) -> APIRouter:
         )
         return _answer(services, evidence, await gate.answer(evidence), heard=heard)
 
-    @router.post("/more-time", response_model=PendingOut, openapi_extra=_SIGNED)
+    @router.post("/more-time", response_model=PendingOut, openapi_extra=SIGNED)
     async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
         """More time to decide (WCAG 2.2.1): the stage's TTL is added to the deadline."""
+        await _not_anothers(services, device, body.pending_id)
         extended = await gate.extend(body.pending_id, user=device.user)
         return PendingOut.of(extended, now=clock(), max_extensions=gate.max_extensions)
 
-    @router.get("/receipts", response_model=list[ReceiptOut], openapi_extra=_SIGNED)
+    @router.get("/receipts", response_model=list[ReceiptOut], openapi_extra=SIGNED)
     async def receipts(device: Device = signed) -> list[ReceiptOut]:
         """This user's receipts, newest first."""
         return [ReceiptOut.of(r) for r in reversed(await gate.receipts(device.user))]
 
     return router
-
-
-def _voice_description(max_bytes: int) -> str:
-    """The voice route's OpenAPI description, with the limits a recording must keep to."""
-    types = ", ".join(f"`{t}`" for t in AUDIO_TYPES)
-    return (
-        "Answer by voice: the server transcribes the recording and decides what it means.\n\n"
-        f"Accepted types: {types} (WAV, FLAC, OGG/Opus, WebM/Opus, MP4/AAC), as the raw body "
-        "or as the `audio` part of a multipart body. At most "
-        f"{max_bytes} bytes (a larger body answers 413) and "
-        f"{MIN_VOICE_SECONDS:g} to {MAX_VOICE_SECONDS:g} seconds of sound; anything else, or a "
-        "silent, clipped or undecodable recording, is refused with a reason code. Only a "
-        "device paired as a voice device may speak. The answer says what was heard, the "
-        "decision and, on refusal, what to say instead."
-    )
 
 
 def _evidence(
@@ -319,6 +219,10 @@ def _answer(
 ) -> JSONResponse:
     now = services.clock()
     _report(services, evidence, outcome)
+    if outcome.reason is Reason.WRONG_DEVICE_USER:
+        # Another user's set: the refusal says so and nothing more (not its status, stage,
+        # deadline or cards).
+        return refusal(outcome.reason, now=now)
     body = AnswerOut.of(outcome, now=now, heard=heard)
     # A write that ran but failed upstream was still released: that is news, not a refusal.
     status = 200 if outcome.released or outcome.reason is None else status_for(outcome.reason)
@@ -353,6 +257,14 @@ def _report(services: Services, evidence: Evidence, outcome: Outcome) -> None:
         )
     else:
         events.refused(outcome.reason, **fields)
+
+
+async def _not_anothers(services: Services, device: Device, pending_id: str) -> None:
+    """``WRONG_DEVICE_USER`` for another user's set, before any other check can answer with the
+    set's status, stage or deadline (a wrong nonce would otherwise say ``wrong_set`` and more)."""
+    pending = await services.store.pending.get(pending_id)
+    if pending is not None and pending.user != device.user:
+        raise DeviceRefused(Reason.WRONG_DEVICE_USER)
 
 
 async def _open_set(services: Services, device: Device, pending_id: str, nonce: str) -> PendingSet:
@@ -417,6 +329,6 @@ def _field(
     # The nonce never rides in a URL: URLs end up in access logs and proxy logs.
     query = request.query_params.get(name) if in_query else None
     value = fields.get(name) or request.headers.get(header) or query
-    if not value:
+    if not value or not storable(value):
         raise Refused(Reason.BAD_REQUEST, f"voice needs {name}")
     return value

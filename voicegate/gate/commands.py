@@ -34,6 +34,7 @@ from voicegate.secrets import KeyRing
 from voicegate.settings import key_file, keys_from_env
 from voicegate.store import MemoryStore, PostgresStore, SqliteStore, store_for
 from voicegate.store.base import Store
+from voicegate.text import printable
 
 UNUSABLE = 2
 
@@ -74,12 +75,13 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         for r in receipts:
             when = r.executed_at or r.decided_at
-            print(f"{r.id}  {r.user}#{r.seq}  {r.outcome:8}  {r.mode:8}  {when:.0f}  {r.tool}")
+            line = f"{r.id}  {r.user}#{r.seq}  {r.outcome:8}  {r.mode:8}  {when:.0f}  {r.tool}"
+            print(printable(line))
         return 0
     if args.action == "show":
         match = [r for r in receipts if r.id == args.receipt_id]
         if not match:
-            print(f"no receipt {args.receipt_id!r}", file=sys.stderr)
+            print(printable(f"no receipt {args.receipt_id!r}"), file=sys.stderr)
             return 1
         _dump(to_dict(match[0]))
         return 0
@@ -108,7 +110,7 @@ def _verify(db: str, user: str | None, expect_head: Path | None) -> int:
         # said every time: a deletion made before the upgrade is beyond what heads can show
         print(f"heads of {heads.roster.adopted} users were built from their chains on upgrade")
     for problem in problems:
-        print(f"{_place(problem)}: {problem.kind}")
+        print(printable(f"{_place(problem)}: {problem.kind}"))
     print(f"{len(receipts)} receipts, {len(problems)} problems")
     return 1 if problems else 0
 
@@ -189,5 +191,5 @@ def _place(problem: ChainProblem) -> str:
 
 
 def _dump(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
-    print()
+    # JSON escapes C0 controls itself, but not DEL, C1 controls or bidi overrides.
+    print(printable(json.dumps(data, indent=2, ensure_ascii=False)))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the model runtime loads only when voice is switched on
 
 from voicegate.errors import ConfigError, ModelError
 from voicegate.gate.types import DeviceKind
+from voicegate.limits import BODY_TIMEOUT
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy, parse_modes, parse_pairs, split_globs
 from voicegate.mcp.upstream import UpstreamSpec
@@ -35,6 +36,7 @@ from voicegate.settings import (
     DEFAULT_PORT,
     TOKEN_ENV,
     ServerConfig,
+    body_timeout_from,
     check_startup,
     keys_for,
     lease_from,
@@ -42,6 +44,7 @@ from voicegate.settings import (
     rate_limits_from,
     token_from,
     token_ttl_from,
+    trusted_proxies_from,
     voice_in_flight_from,
 )
 from voicegate.store import open_store, redact
@@ -121,6 +124,21 @@ def _add_common(
         type=int,
         default=16,
         help="voice answers held at once before the next is told busy, 1-256 (default 16)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=BODY_TIMEOUT,
+        help="how long a device request's body may take to arrive, up to 300 "
+        f"(default {BODY_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        metavar="ADDRESS",
+        help="a reverse proxy (IP address or network) whose X-Forwarded-For names the client; "
+        "repeat for several (default: none, the connection's own address counts)",
     )
     parser.add_argument(
         "--rate-limit",
@@ -213,6 +231,8 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         rate_limits=rate_limits_from(args.rate_limit),
         token_ttl=token_ttl_from(args.token_ttl),
         max_voice_in_flight=voice_in_flight_from(args.max_voice_in_flight),
+        body_timeout=body_timeout_from(args.body_timeout),
+        trusted_proxies=trusted_proxies_from(args.trusted_proxy),
     )
 
 
@@ -256,7 +276,7 @@ async def _serve(
         # rather than inside uvicorn, so a refusal is one line and the banner, with its token,
         # is printed only once the gate can really serve. The socket listens before the
         # banner: an agent that connects at once waits in the backlog instead of failing.
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        server = uvicorn.Server(server_config(app))
         async with app.router.lifespan_context(app):
             with _listen(config.host, config.port) as sock:
                 await banner(config, store, voice)
@@ -274,6 +294,13 @@ async def _serve(
         return 2
     finally:
         await store.close()
+
+
+def server_config(app: Any) -> uvicorn.Config:
+    """How uvicorn runs ``app``: the app's lifespan runs outside it, and uvicorn never reads
+    ``X-Forwarded-For`` itself (by default it trusts it from 127.0.0.1); the app does, and only
+    from ``--trusted-proxy`` addresses."""
+    return uvicorn.Config(app, log_level="warning", lifespan="off", proxy_headers=False)
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -48,6 +48,7 @@ from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Classification, Mode
 from voicegate.observe import Events
 from voicegate.reasons import Reason
+from voicegate.text import storable
 from voicegate.tokens import TokenCodec
 
 logger = logging.getLogger(__name__)
@@ -352,7 +353,8 @@ def _version() -> str:
 
 def _pending_id(arguments: Mapping[str, Any]) -> str:
     value = arguments.get("pending_id")
-    if not isinstance(value, str) or not value:
+    # A lone surrogate or a NUL is no id any store holds; it must not read as an outage.
+    if not isinstance(value, str) or not value or not storable(value):
         raise Refused(Reason.BAD_REQUEST, "pending_id must be a string")
     return value
 

@@ -4,7 +4,9 @@ A backend implements all of them (``Store``). One contract suite, ``tests/store/
 runs against every backend; adding a backend means adding one factory there.
 
 Every method raises ``StoreUnavailable`` when the backend cannot be reached, so that every
-caller fails closed with ``Reason.LEDGER_UNAVAILABLE``.
+caller fails closed with ``Reason.LEDGER_UNAVAILABLE``, and only then: a value the backend cannot
+hold (text with a lone surrogate or a NUL, see ``voicegate.text``) raises ``ValueError`` or is
+simply not found, so that no caller can make a bad value look like an outage.
 """
 
 from __future__ import annotations

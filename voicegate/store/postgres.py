@@ -42,6 +42,9 @@ _DRIVER_ERRORS = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
 )
+# SQLSTATE class 22, data exception: a value the server cannot take (text with NUL or without a
+# UTF-8 form, a number out of range). The caller's error, raised as ValueError, never an outage.
+_DATA_ERRORS = (asyncpg.DataError,)
 # errors after which the other pooled connections are probably dead too
 _CONNECTION_ERRORS = (
     OSError,
@@ -126,6 +129,8 @@ class PostgresRunner:
         try:
             async with pool.acquire(timeout=self._command_timeout) as conn:
                 return await getattr(conn, method)(_numbered(statement), *params)
+        except _DATA_ERRORS as exc:
+            raise ValueError(f"a value PostgreSQL cannot store: {exc}") from exc
         except _DRIVER_ERRORS as exc:
             if isinstance(exc, _CONNECTION_ERRORS):
                 await _expire(pool)
@@ -193,9 +198,12 @@ class _PostgresStatements:
 
 @contextlib.contextmanager
 def _unavailable() -> Iterator[None]:
-    """Driver errors, from statements or the transaction around them, as ``StoreUnavailable``."""
+    """Driver errors, from statements or the transaction around them, as ``StoreUnavailable``;
+    a value the server cannot take as ``ValueError``."""
     try:
         yield
+    except _DATA_ERRORS as exc:
+        raise ValueError(f"a value PostgreSQL cannot store: {exc}") from exc
     except _DRIVER_ERRORS as exc:
         raise StoreUnavailable(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
 

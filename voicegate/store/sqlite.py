@@ -27,7 +27,8 @@ _SCHEMA = tables.create_statements(
     serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", blob="BLOB", sorted_text="TEXT"
 )
 
-# sqlite3 raises its own errors; aiosqlite raises ValueError once its connection is gone
+# sqlite3 raises its own errors; aiosqlite raises ValueError once its connection is gone. A
+# UnicodeError (a ValueError too) is a value no database holds, not an outage: see _unstorable.
 _DRIVER_ERRORS = (sqlite3.Error, ValueError, OSError)
 
 
@@ -55,6 +56,8 @@ class SqliteRunner:
             try:
                 async with conn.execute(statement, params) as cursor:
                     return int(cursor.rowcount)
+            except UnicodeError as exc:
+                raise _unstorable(exc) from exc
             except _DRIVER_ERRORS as exc:
                 raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
 
@@ -132,6 +135,8 @@ class _SqliteStatements:
         try:
             async with self._conn.execute(statement, params) as cursor:
                 return list(await cursor.fetchall())
+        except UnicodeError as exc:
+            raise _unstorable(exc) from exc
         except _DRIVER_ERRORS as exc:
             raise StoreUnavailable(f"SQLite at {self._path}: {exc}") from exc
 
@@ -163,6 +168,11 @@ async def _prepare(conn: aiosqlite.Connection) -> None:
         await conn.execute("ROLLBACK")
         raise
     await conn.execute("COMMIT")
+
+
+def _unstorable(exc: UnicodeError) -> ValueError:
+    """A parameter with no UTF-8 form (a lone surrogate): the caller's error, never an outage."""
+    return ValueError(f"a value SQLite cannot store: {exc}")
 
 
 def _try_open(path: Path) -> None:

@@ -1,5 +1,11 @@
 """The one HTTP application: the agent's ``/mcp``, the device API, the ``/approve`` page, health.
 
+Every route answers only to this server's own names (``ServerConfig.trusted_hosts``, Starlette's
+``TrustedHostMiddleware``): a request with any other Host is refused before a route runs, so a
+rebound DNS name reaches nothing. The client address (which pairing budgets count by) is the
+connection's own; ``X-Forwarded-For`` replaces it only on connections from a proxy the operator
+named (``--trusted-proxy``).
+
 ``/mcp`` is the MCP SDK's Streamable HTTP endpoint, behind a bearer token compared in constant
 time and the SDK's DNS-rebinding protection (only this server's own Host and Origin values
 pass). The app's lifespan opens the upstream pool, lists the upstream once (refusing a tool
@@ -23,9 +29,11 @@ from fastapi.exceptions import RequestValidationError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from voicegate.device.enrol import enrol_router
 from voicegate.device.routes import device_router
@@ -122,6 +130,7 @@ def build_app(
             public_url=config.base_url,
             rate_limits=config.rate_limits,
             max_voice_in_flight=config.max_voice_in_flight,
+            body_timeout=config.body_timeout,
         ),
         events=events,
     )
@@ -170,6 +179,11 @@ def build_app(
     app.include_router(device_router(services))
     app.include_router(enrol_router(services))
     app.include_router(approve_router(services))
+    if config.trusted_proxies:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies))
+    app.add_middleware(
+        TrustedHostMiddleware, allowed_hosts=config.trusted_hosts(), www_redirect=False
+    )
     return app
 
 
