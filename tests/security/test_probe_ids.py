@@ -54,8 +54,10 @@ async def agent_asks(probe: Probe, tool: str, raw_id: bytes) -> str:
     if response.status_code == 400 and response.json()["error"]["code"] == -32700:
         return PARSE_ERROR
     result = tool_result(response)
-    assert result["isError"] is True
-    reason: str = result["structuredContent"]["reason"]
+    answer = result["structuredContent"]
+    # An id never issued is no error for pending_status: it answers status "unknown".
+    assert result["isError"] is (answer.get("status") != "unknown")
+    reason: str = answer["reason"]
     return reason
 
 
