@@ -38,7 +38,7 @@ from voicegate.voice import audio, calibration, decision, templates
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
-CALIBRATION = ("jackson", "theo")
+CALIBRATION = ("jackson", "nicolas")
 CARDS = 5
 
 

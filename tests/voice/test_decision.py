@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -190,7 +191,7 @@ def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
 
 
 # Personal answers: the verdict combined with the user's templates.
-FUSING = Calibration(card=0.8, yes=0.9, support=1, source="test", fused=0.3)
+FUSING = Calibration(card=0.8, yes=0.9, support=1, source="test", fused=0.3, alone=0.0)
 
 
 def fused(
@@ -232,6 +233,14 @@ def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> N
     assert fused(hyps, UNREAD, Taught(TWO, clear=True)) == UNREAD
     assert fused(hyps, UNREAD, Taught(TWO, clear=False, hard=True)) == UNREAD
     assert fused(hyps, UNREAD, Taught(TWO, clear=True, hard=True)) == TWO
+
+
+def test_a_clear_match_of_a_hard_user_decides_nothing_alone_where_the_model_keeps_it_shut() -> None:
+    hyps = [reading("two", TWO, -9.0), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
+    shut = replace(FUSING, alone=math.inf)
+    taught = Taught(TWO, clear=True, hard=True)
+    verdict = decide(hyps, UNREAD, Stage.CHOOSE, shut, 3)
+    assert not fuse(verdict, hyps, UNREAD, taught, Stage.CHOOSE, shut, 3).decision.releases
 
 
 def test_a_taught_card_that_is_not_open_is_no_answer() -> None:

@@ -299,7 +299,7 @@ async def test_a_clear_template_match_decides_for_a_user_whose_speech_is_hard() 
 
 
 async def test_the_same_match_without_the_flag_leaves_the_recogniser_unsure() -> None:
-    strict = Calibration(card=0.9, yes=0.9, support=1, source="test", fused=0.9)
+    strict = Calibration(card=0.9, yes=0.9, support=1, source="test", fused=0.9, alone=0.0)
     pipeline = VoicePipeline(
         FakeTranscriber([heard("Tuwo", MUMBLED)]),
         None,

@@ -89,6 +89,9 @@ class Calibration:
     source: str
     # The probability a taught meaning needs when the user's templates agree (``fuse``).
     fused: float = math.inf
+    # What the recogniser must still give a clear match of a user whose speech is hard for
+    # recognisers before the match decides "alone" (``fuse``); infinity keeps that path shut.
+    alone: float = math.inf
 
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""
@@ -218,7 +221,7 @@ def fuse(
     probability = posteriors(finite).get(meaning, 0.0)
     if probability >= calibration.fused:
         return Verdict(meaning, probability, "fused", meaning)
-    if taught.hard and taught.clear:
+    if taught.hard and taught.clear and probability >= calibration.alone:
         return Verdict(meaning, probability, "template", meaning)
     return verdict
 

@@ -153,7 +153,7 @@ class FakeTranscriber:
 
     recogniser = "fake"
     # Scripted scores are made up, so no fitted threshold applies: an even-odds rule.
-    calibration = Calibration(0.5, 0.5, 5, "scripted hearings of the unit tests")
+    calibration = Calibration(0.5, 0.5, 5, "scripted hearings of the unit tests", alone=0.0)
 
     def __init__(self, hearings: Sequence[Hearing], *, model: str = "fake") -> None:
         self.model = model
