@@ -69,6 +69,9 @@ class Reason(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"
     OUTCOME_UNRECORDED = "outcome_unrecorded"
     OPERATOR_DISABLED = "operator_disabled"
+    ARGUMENTS_TOO_LARGE = "arguments_too_large"
+    TOO_MANY_OPEN = "too_many_open"
+    PROPOSAL_RATE = "proposal_rate"
     # devices and pairing
     UNKNOWN_DEVICE = "unknown_device"
     DEVICE_REVOKED = "device_revoked"
@@ -131,6 +134,12 @@ NEXT_STEP: dict[Reason, str] = {
     "its receipt is not written yet; it will be written when the store returns. Do not run it "
     "again; check its status later.",
     Reason.OPERATOR_DISABLED: "The operator disabled this tool; do not retry.",
+    Reason.ARGUMENTS_TOO_LARGE: "The arguments are too long for a person to read on a card; "
+    "split the action into smaller ones.",
+    Reason.TOO_MANY_OPEN: "The user already has many actions waiting; wait for their answers "
+    "or withdraw one before proposing more.",
+    Reason.PROPOSAL_RATE: "Too many proposals from this agent; wait a minute and propose only "
+    "what the user needs.",
     Reason.UNKNOWN_DEVICE: "Pair this device again.",
     Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",
     Reason.WRONG_DEVICE_USER: "This device belongs to another user.",

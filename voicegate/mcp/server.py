@@ -128,6 +128,7 @@ class GateOptions:
     approve_url: str = "http://127.0.0.1:8800/approve"
     # How long a URL elicitation may hold a call before the pending answer is returned anyway.
     elicit_timeout: float = 20.0
+    agent: str = ""  # the agent token's name (quota.agent_id), whose proposal budget it spends
 
 
 class GatedTools:
@@ -208,6 +209,7 @@ class GatedTools:
             [ActionRequest(tool=kind.tool, arguments=arguments)],
             risk=kind.risk,
             mode=Mode.DEVICE.value,
+            agent=self.options.agent,
         )
         self.events.issued(
             edge="mcp",
