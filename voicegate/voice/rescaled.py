@@ -30,12 +30,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 from scipy.ndimage import maximum_filter1d
-from scipy.signal import butter, resample_poly, sosfiltfilt
+from scipy.signal import butter, resample_poly, sosfilt, sosfilt_zi
 
 Floats = npt.NDArray[np.float64]
 
 RATE = 4000  # the fingerprint's sample rate (fingerprint.RATE)
 _COMMON = butter(6, [360.0, 1600.0], btype="bandpass", fs=RATE, output="sos")
+_ZI = sosfilt_zi(_COMMON)
+PAD = 64  # samples of odd extension each side of the zero-phase filter (16 ms)
 SCALES = np.exp(np.linspace(np.log(0.915), np.log(1.09), 19))
 FINE = (-0.005, -0.0025, 0.0025, 0.005)  # relative steps around a coarse scale
 REFINE = 2  # coarse scales refined
@@ -53,10 +55,19 @@ ENVELOPE_SCALES = (0.92, 0.96, 1.0, 1.04, 1.08)  # time scales the ranking tries
 
 def prepare(wave: npt.NDArray[np.float32]) -> Floats:
     """The stored waveform in the common band, as every comparison here reads it."""
-    x = np.asarray(wave, dtype=np.float64)
+    return _band(np.asarray(wave, dtype=np.float64))
+
+
+def _band(x: Floats) -> Floats:
+    """``x`` in the common band, zero-phase: scipy's ``sosfiltfilt`` with its start state
+    computed once, not on every call (it was half the cost of a score)."""
     if len(x) <= 3 * WINDOW:
         return x
-    return np.asarray(sosfiltfilt(_COMMON, x), dtype=np.float64)
+    ext = np.concatenate([2 * x[0] - x[PAD:0:-1], x, 2 * x[-1] - x[-2 : -PAD - 2 : -1]])
+    y, _ = sosfilt(_COMMON, ext, zi=_ZI * ext[0])
+    y = y[::-1]
+    y, _ = sosfilt(_COMMON, y, zi=_ZI * y[0])
+    return np.asarray(y[::-1][PAD:-PAD], dtype=np.float64)
 
 
 def rank(
@@ -109,11 +120,12 @@ def score(query: npt.NDArray[np.float32], stored: Floats) -> float:
         return 0.0
     fine = resample_poly(np.asarray(query, dtype=np.float64), UP, 1)
     target = _Stored(stored)
-    quick = [(_quick(_rescaled(fine, r), target), r) for r in SCALES]
-    best = sorted(quick, reverse=True)[:REFINE]
-    scales = {r * (1 + f) for _, r in best for f in FINE}
-    ranked = sorted([*best, *((_quick(_rescaled(fine, r), target), r) for r in scales)])
-    return _path(_rescaled(fine, ranked[-1][1]), target)
+    coarse = [float(r) for r in SCALES]
+    best = sorted(zip(_quick(fine, coarse, target), coarse, strict=True), reverse=True)[:REFINE]
+    fine_scales = sorted({r * (1 + f) for _, r in best for f in FINE})
+    refined = zip(_quick(fine, fine_scales, target), fine_scales, strict=True)
+    top = max([*best, *refined])[1]
+    return _path(_rescaled(fine, top), target)
 
 
 def _rescaled(fine: Floats, r: float) -> Floats:
@@ -126,7 +138,7 @@ def _rescaled(fine: Floats, r: float) -> Floats:
     n = int((len(fine) / UP - 1) / r)
     at = np.arange(n) * (r * UP)
     x = np.interp(at, np.arange(len(fine)), fine)
-    return np.asarray(sosfiltfilt(_COMMON, x), dtype=np.float64) if n > 3 * WINDOW else x
+    return _band(x)
 
 
 def _windows(x: Floats) -> tuple[Floats, Floats]:
@@ -142,23 +154,54 @@ def _correlations(frames: Floats, target: _Stored) -> Floats:
     corr = np.fft.irfft(np.conj(spectra) * target.spectrum, target.size, axis=1)
     out = corr[:, : target.lags] / (norm[:, None] * target.local[None, :])
     out[:, target.silent] = 0.0
-    # A peak between two samples: the parabola through the neighbours gives its height.
+    return out
+
+
+def _refined(out: Floats) -> Floats:
+    """Every lag's correlation raised to the peak between samples, where one lies there: the
+    height of the parabola through its neighbours."""
     left, right = np.roll(out, 1, axis=1), np.roll(out, -1, axis=1)
-    curve = left - 2 * out + right
+    return np.asarray(np.clip(_parabola(left, out, right), 0.0, 1.0), dtype=np.float64)
+
+
+def _parabola(left: Floats, mid: Floats, right: Floats) -> Floats:
+    curve = left - 2 * mid + right
     safe = np.where(curve < 0, curve, -1.0)
     shift = np.where(curve < 0, 0.5 * (left - right) / safe, 0.0)
-    peak = np.where(np.abs(shift) <= 0.5, out - 0.25 * (left - right) * shift, out)
-    return np.asarray(np.clip(peak, 0.0, 1.0), dtype=np.float64)
+    return np.where(np.abs(shift) <= 0.5, mid - 0.25 * (left - right) * shift, mid)
 
 
-def _quick(x: Floats, target: _Stored) -> float:
-    """Energy-weighted best correlation of the ``QUICK`` loudest windows, lags unconstrained."""
-    if len(x) < WINDOW:
-        return 0.0
-    frames, energy = _windows(x)
-    loud = np.argsort(energy)[-QUICK:]
-    best = _correlations(frames[loud], target).max(axis=1)
-    return float((best * energy[loud]).sum() / energy[loud].sum())
+def _peaks(out: Floats) -> Floats:
+    """Each row's highest correlation, refined between samples (``_refined`` at the peak)."""
+    k = np.argmax(out, axis=1)
+    rows = np.arange(len(out))
+    last = out.shape[1] - 1
+    left, right = out[rows, np.maximum(k - 1, 0)], out[rows, np.minimum(k + 1, last)]
+    return np.asarray(np.clip(_parabola(left, out[rows, k], right), 0.0, 1.0), dtype=np.float64)
+
+
+def _quick(fine: Floats, scales: list[float], target: _Stored) -> list[float]:
+    """For each scale: the energy-weighted best correlation of the ``QUICK`` loudest windows,
+    lags unconstrained. All scales go through one batched FFT."""
+    picked: list[Floats] = []
+    weights: list[Floats] = []
+    for r in scales:
+        x = _rescaled(fine, r)
+        if len(x) < WINDOW:
+            picked.append(np.zeros((1, WINDOW)))
+            weights.append(np.ones(1))
+            continue
+        frames, energy = _windows(x)
+        loud = np.argsort(energy)[-QUICK:]
+        picked.append(frames[loud])
+        weights.append(energy[loud] / energy[loud].sum())
+    best = _peaks(_correlations(np.concatenate(picked), target))
+    out: list[float] = []
+    start = 0
+    for w in weights:
+        out.append(float((best[start : start + len(w)] * w).sum()))
+        start += len(w)
+    return out
 
 
 def _path(x: Floats, target: _Stored) -> float:
@@ -166,7 +209,7 @@ def _path(x: Floats, target: _Stored) -> float:
     if len(x) < WINDOW:
         return 0.0
     frames, energy = _windows(x)
-    corr = _correlations(frames, target)
+    corr = _refined(_correlations(frames, target))
     weight = energy / energy.sum()
     cost = PENALTY / len(weight)
     best = weight[0] * corr[0]
