@@ -152,7 +152,7 @@ def _correlations(frames: Floats, target: _Stored) -> Floats:
     spectra = np.fft.rfft(frames, target.size, axis=1)
     norm = np.sqrt(np.maximum((frames**2).sum(axis=1), 1e-24))
     corr = np.fft.irfft(np.conj(spectra) * target.spectrum, target.size, axis=1)
-    out = corr[:, : target.lags] / (norm[:, None] * target.local[None, :])
+    out = np.asarray(corr[:, : target.lags] / (norm[:, None] * target.local[None, :]), np.float64)
     out[:, target.silent] = 0.0
     return out
 
