@@ -12,7 +12,8 @@ So the score of a query against one stored recording is:
 1. Both waveforms are band-passed again to 360-1600 Hz with a zero-phase filter, the band both
    keep whichever of the scales below was applied (300-1800 Hz scaled by 0.915-1.09).
 2. The query is resampled by each of ``SCALES`` (1 % apart, 0.915-1.09, a little past ±8 %),
-   and the two closest to a match are refined in ``FINE`` steps (0.25 %).
+   ranked by the ``QUICK`` loudest windows alone; the best two are refined in ``FINE`` steps
+   (0.25 %).
 3. The query is cut into 32 ms windows every 16 ms; each window's normalised correlation with
    the stored waveform is taken at every lag, interpolated between samples.
 4. A path through the windows picks one lag each: the next window's lag follows the last one
@@ -20,9 +21,10 @@ So the score of a query against one stored recording is:
    of ``PENALTY`` window weights. The score is the energy-weighted mean correlation on the best
    path, at the best scale.
 
-The threshold (``THRESHOLD``) and the constants were chosen on the speakers jackson and theo of
-the spoken-digit corpus and measured on nicolas and yweweler: benchmarks/replay.py,
-docs/voice.md "Replay fingerprint".
+The threshold (``THRESHOLD``) was fitted on the speakers jackson and theo of the spoken-digit
+corpus and is reported on nicolas and yweweler (benchmarks/replay_rate.py, docs/voice.md
+"Replay fingerprint"). The window, path and scale constants were chosen by hand from small
+samples of all four speakers, before that split.
 """
 
 from __future__ import annotations
