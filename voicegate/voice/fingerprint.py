@@ -12,9 +12,10 @@ energy envelopes of four sub-bands of all of them at once (one batched FFT); onl
 catches identical bytes before either stage.
 
 A speed, pitch or tempo change breaks the sample-for-sample match, so when the exact stage
-finds nothing, the ``rescaled.CANDIDATES`` shortlisted recordings whose envelopes line up best
-at some time scale are scored by ``voicegate.voice.rescaled`` (time-scaled versions of the query
-against each, window by window).
+finds nothing, the shortlist is ranked again for a rate change (``rescaled.rank_envelopes``:
+envelopes at five time scales, the best 16; ``rescaled.rank``: the query's loudest windows at
+nine scales, the best 4), and those 4 are scored by ``voicegate.voice.rescaled`` (time-scaled
+versions of the query against each, window by window).
 
 What this cannot catch (a recording played through a loudspeaker into the microphone, a change
 of more than about 8 %, a new synthetic voice) is covered elsewhere: see docs/voice.md,
@@ -216,12 +217,18 @@ class Library:
         if rate_threshold is None:
             return None
         envelopes = [self.prints[i].envelope for i in candidates]
-        for pick in rescaled.rank(query.envelope, envelopes, rescaled.CANDIDATES):
-            index = candidates[pick]
-            # Prepared on each use, not kept: 0.2 ms each, and memory stays one int8 per sample.
-            found = rescaled.score(query.wave, rescaled.prepare(self.prints[index].wave))
+        near = [
+            candidates[i]
+            for i in rescaled.rank_envelopes(
+                query.envelope, envelopes, rescaled.ENVELOPE_CANDIDATES
+            )
+        ]
+        # Prepared on each use, not kept: 0.2 ms each, and memory stays one int8 per sample.
+        prepared = [rescaled.prepare(self.prints[i].wave) for i in near]
+        for pick in rescaled.rank(query.wave, prepared, rescaled.CANDIDATES):
+            found = rescaled.score(query.wave, prepared[pick])
             if found >= rate_threshold:
-                return self.ids[index], found, "rate"
+                return self.ids[near[pick]], found, "rate"
         return None
 
     def shortlist(self, query: Print, size: int = SHORTLIST) -> list[int]:
