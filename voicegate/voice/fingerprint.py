@@ -30,7 +30,7 @@ import math
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -216,6 +216,13 @@ class Library:
             return self.ids[candidates[top]], float(scores[top]), "exact"
         if rate_threshold is None:
             return None
+        for index, found in self.rate_scores(query, candidates):
+            if found >= rate_threshold:
+                return self.ids[index], found, "rate"
+        return None
+
+    def rate_scores(self, query: Print, candidates: list[int]) -> Iterator[tuple[int, float]]:
+        """The rate stage's scores of the best-ranked of ``candidates``, best-ranked first."""
         envelopes = [self.prints[i].envelope for i in candidates]
         near = [
             candidates[i]
@@ -226,10 +233,7 @@ class Library:
         # Prepared on each use, not kept: 0.2 ms each, and memory stays one int8 per sample.
         prepared = [rescaled.prepare(self.prints[i].wave) for i in near]
         for pick in rescaled.rank(query.wave, prepared, rescaled.CANDIDATES):
-            found = rescaled.score(query.wave, prepared[pick])
-            if found >= rate_threshold:
-                return self.ids[near[pick]], found, "rate"
-        return None
+            yield near[pick], rescaled.score(query.wave, prepared[pick])
 
     def shortlist(self, query: Print, size: int = SHORTLIST) -> list[int]:
         """Indices of the ``size`` stored recordings whose envelopes line up best with the query."""
