@@ -108,7 +108,7 @@ def negatives(corpus: Path, speakers: list[str]) -> None:
     print(f"\n{1000 * seconds / n:.1f} ms a pair; {datetime.date.today()}, {machine()}")
 
 
-def replays(corpus: Path, speakers: list[str], step: int) -> None:
+def replays(corpus: Path, speakers: list[str], step: int, only: str = "") -> None:
     """Refusal rates of each sox change, each replay checked against its speaker's 500 takes."""
     files = sorted(corpus.glob("*.wav"), key=lambda p: p.stem)
     libraries: dict[str, Library] = collections.defaultdict(Library)
@@ -122,6 +122,8 @@ def replays(corpus: Path, speakers: list[str], step: int) -> None:
     print("| change | exact stage | " + " | ".join(f"rate {t}" for t in RATE_THRESHOLDS) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in RATE_THRESHOLDS) + " |")
     for name, effect in CHANGES.items():
+        if only not in name:
+            continue
         exact = 0
         best: list[float] = []
         for f in chosen:
@@ -171,12 +173,13 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "fsdd")
     parser.add_argument("--speakers", default="nicolas,yweweler")
     parser.add_argument("--step", type=int, default=5, help="every n-th clip for replays")
+    parser.add_argument("--only", default="", help="replays: only the changes naming this")
     args = parser.parse_args()
     speakers = args.speakers.split(",")
     if args.part == "negatives":
         negatives(args.corpus, speakers)
     elif args.part == "replays":
-        replays(args.corpus, speakers, args.step)
+        replays(args.corpus, speakers, args.step, args.only)
     else:
         timing(args.corpus)
     return 0
