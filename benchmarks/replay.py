@@ -78,8 +78,8 @@ TRANSFORMS: dict[str, Transform] = {
     "opus 16 kbit/s (WebM upload)": lambda x, r: ffmpeg(
         wav(x), "-c:a", "libopus", "-b:a", "16k", "-f", "webm"
     ),
-    "speed +5 % (expected miss)": lambda x, r: wav(resample_poly(x, 20, 21)),
-    "speed -5 % (expected miss)": lambda x, r: wav(resample_poly(x, 21, 20)),
+    "resample +5 % (a speed change)": lambda x, r: wav(resample_poly(x, 20, 21)),
+    "resample -5 % (a speed change)": lambda x, r: wav(resample_poly(x, 21, 20)),
 }
 
 

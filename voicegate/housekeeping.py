@@ -1,4 +1,9 @@
-"""Forgetting what the gate no longer needs: spent ledger keys past expiry, old fingerprints."""
+"""Forgetting what the gate no longer needs: spent ledger keys past expiry, old fingerprints,
+and pending sets (with their cards) older than the retention.
+
+A set's receipt keeps what was shown and what ran, so the set itself is only needed while it
+can still be answered or settled; ``executing`` sets are never deleted.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +17,32 @@ from voicegate.store.base import Store
 logger = logging.getLogger(__name__)
 
 FINGERPRINT_RETENTION = 30 * 24 * 3600.0  # 30 days, in seconds
+# Closed sets are kept as long as fingerprints: the longest any part of the gate looks back.
+# A waiting set is long past its deadline by then (2 minutes, at most 10 extensions).
+SET_RETENTION = FINGERPRINT_RETENTION
 INTERVAL = 300.0  # 5 minutes, in seconds: ledger rows are small, a slower sweep is fine
 
 
-async def prune_once(store: Store, now: float, *, retention: float = FINGERPRINT_RETENTION) -> int:
-    """Forget expired ledger keys and fingerprints older than ``retention``; how many went."""
+async def prune_once(
+    store: Store,
+    now: float,
+    *,
+    retention: float = FINGERPRINT_RETENTION,
+    set_retention: float = SET_RETENTION,
+) -> int:
+    """Forget expired ledger keys, fingerprints older than ``retention`` and sets older than
+    ``set_retention`` (except ``executing`` ones); how many went."""
     spent = await store.ledger.prune(now)
     old = await store.fingerprints.prune(now - retention)
-    return spent + old
+    sets = await store.pending.prune(now - set_retention)
+    return spent + old + sets
 
 
 async def keep_tidy(
     gate: Gate,
     *,
     retention: float = FINGERPRINT_RETENTION,
+    set_retention: float = SET_RETENTION,
     interval: float = INTERVAL,
     lease: float,
 ) -> None:
@@ -35,7 +52,9 @@ async def keep_tidy(
     """
     while True:
         try:
-            await prune_once(gate.store, gate.clock(), retention=retention)
+            await prune_once(
+                gate.store, gate.clock(), retention=retention, set_retention=set_retention
+            )
             await gate.settle_interrupted(grace=lease)
         except StoreUnavailable as exc:
             logger.warning("housekeeping skipped: store unavailable (%s)", exc)

@@ -72,6 +72,9 @@ class Reason(StrEnum):
     OPERATOR_DISABLED = "operator_disabled"
     UNKNOWN_TOOL = "unknown_tool"
     NOT_ON_DEVICE = "not_on_device"
+    ARGUMENTS_TOO_LARGE = "arguments_too_large"
+    TOO_MANY_OPEN = "too_many_open"
+    PROPOSAL_RATE = "proposal_rate"
     # devices and pairing
     UNKNOWN_DEVICE = "unknown_device"
     DEVICE_REVOKED = "device_revoked"
@@ -144,6 +147,12 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.UNKNOWN_TOOL: "No such tool upstream; list the tools again and use one of them.",
     Reason.NOT_ON_DEVICE: "This write is not approved on the user's device (its mode is token "
     "or delegate), so it cannot be an option; call it directly instead.",
+    Reason.ARGUMENTS_TOO_LARGE: "The arguments are too long for a person to read on a card; "
+    "split the action into smaller ones.",
+    Reason.TOO_MANY_OPEN: "The user already has many actions waiting; wait for their answers "
+    "or withdraw one before proposing more.",
+    Reason.PROPOSAL_RATE: "Too many proposals from this agent; wait a minute and propose only "
+    "what the user needs.",
     Reason.UNKNOWN_DEVICE: "Pair this device again.",
     Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",
     Reason.WRONG_DEVICE_USER: "This device belongs to another user.",

@@ -15,9 +15,10 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from voicegate.errors import ConfigError
+from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store import redact
@@ -49,6 +50,8 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()
     allows_writes: bool = True
     rate_limits: RateLimits = field(default_factory=RateLimits)
+    # Open sets per user, proposals per agent token per window, bytes of one card's arguments.
+    proposal_limits: ProposalLimits = field(default_factory=ProposalLimits)
     # A release still ``executing`` this long after its claim is taken as interrupted and
     # settled as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is
     # settled by whichever replica sweeps next.
@@ -210,21 +213,34 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
 
 def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:
     """The default ``RateLimits`` with ``NAME=N`` overrides, as ``--rate-limit`` gives them."""
-    names = [f.name for f in fields(RateLimits)]
+    return _with_overrides(RateLimits(), pairs, "--rate-limit")
+
+
+def proposal_limits_from(pairs: Sequence[str] | None) -> ProposalLimits:
+    """The default ``ProposalLimits`` with ``NAME=N`` overrides, as ``--proposal-limit`` gives."""
+    return _with_overrides(ProposalLimits(), pairs, "--proposal-limit")
+
+
+_Limits = TypeVar("_Limits", RateLimits, ProposalLimits)
+
+
+def _with_overrides(base: _Limits, pairs: Sequence[str] | None, flag: str) -> _Limits:
+    """``base`` with each ``NAME=N`` applied; ``window`` is in seconds, the rest are counts."""
+    names = [f.name for f in fields(base)]
     changes: dict[str, Any] = {}
     for pair in pairs or ():
         name, _, text = pair.partition("=")
         name = name.strip()
         if name not in names:
-            raise ConfigError(f"unknown rate limit {name!r}; one of {', '.join(names)}")
+            raise ConfigError(f"unknown {flag[2:]} {name!r}; one of {', '.join(names)}")
         try:
             value = float(text) if name == "window" else int(text)
         except ValueError:
-            raise ConfigError(f"--rate-limit {name} needs a number, not {text!r}") from None
-        if value <= 0:
-            raise ConfigError(f"--rate-limit {name} must be positive")
+            raise ConfigError(f"{flag} {name} needs a number, not {text!r}") from None
+        if not value > 0:
+            raise ConfigError(f"{flag} {name} must be positive")
         changes[name] = value
-    return replace(RateLimits(), **changes)
+    return replace(base, **changes)
 
 
 def token_ttl_from(value: str | None, env: Mapping[str, str] = os.environ) -> float:

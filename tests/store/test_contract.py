@@ -213,6 +213,21 @@ async def test_sets_list_by_status(store: Store) -> None:
     assert await store.pending.list_by_status(Status.UNKNOWN) == []
 
 
+async def test_f4_pruning_deletes_old_sets_and_their_cards_but_keeps_executing_ones(
+    store: Store,
+) -> None:
+    await store.pending.create(pending("done", created_at=10.0, status=Status.CONFIRMED))
+    await store.pending.create(pending("stale", user="bob", created_at=20.0))
+    await store.pending.create(pending("running", created_at=30.0, status=Status.EXECUTING))
+    await store.pending.create(pending("new", created_at=200.0, status=Status.CANCELLED))
+    assert await store.pending.prune(100.0) == 2
+    assert await store.pending.get("done") is None
+    assert await store.pending.list_for_user("bob", open_only=False) == []
+    kept = await store.pending.list_for_user("ann", open_only=False)
+    assert [p.id for p in kept] == ["running", "new"]
+    assert await store.pending.prune(100.0) == 0
+
+
 # ledger
 
 

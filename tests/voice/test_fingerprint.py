@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -205,3 +206,65 @@ def test_similarity_of_distinct_takes_stays_below_the_threshold(fsdd: Path) -> N
     prints = [load(features(take(fsdd, f"6_theo_{n}"))) for n in range(10)]
     scores = [similarity(a, b) for i, a in enumerate(prints) for b in prints[i + 1 :]]
     assert max(scores) < THRESHOLD
+
+
+def sox(path: Path, *effect: str) -> bytes:
+    """The file after one sox effect (through a file, so the WAV header has its length)."""
+    require(shutil.which("sox") is not None, "sox")
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "out.wav"
+        subprocess.run(["sox", str(path), str(out), *effect], check=True, capture_output=True)
+        return out.read_bytes()
+
+
+# Takes of every speaker; jackson and theo are the speakers the rate threshold was fitted on.
+RATE_TAKES = ["2_theo_17", "7_jackson_3", "5_nicolas_21", "9_yweweler_40"]
+
+
+async def refused_after(fsdd: Path, *effect: str) -> list[Reason | None]:
+    """For each take: remember it, then send it again after ``effect``; the refusal reasons."""
+    guard = ReplayGuard(DictFingerprints(), clock=ManualClock(1_000_000.0))
+    for name in RATE_TAKES:
+        await guard.check_and_remember("ada", take(fsdd, name))
+    reasons: list[Reason | None] = []
+    for name in RATE_TAKES:
+        try:
+            await guard.check_and_remember("ada", decode(sox(fsdd / f"{name}.wav", *effect)))
+        except AudioRefused as refused:
+            reasons.append(refused.reason)
+        else:
+            reasons.append(None)
+    return reasons
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("factor", ["1.04", "0.96", "1.08", "0.92"])
+async def test_f6_speed_changed_replay_is_refused(fsdd: Path, factor: str) -> None:
+    assert await refused_after(fsdd, "speed", factor) == [Reason.AUDIO_REUSED] * 4
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("cents", ["68", "-68"])
+async def test_f6_pitch_changed_replay_is_refused(fsdd: Path, cents: str) -> None:
+    # 68 cents is a 4 % change of pitch at the same duration.
+    assert await refused_after(fsdd, "pitch", cents) == [Reason.AUDIO_REUSED] * 4
+
+
+@pytest.mark.corpus
+def test_f6_the_rate_stage_finds_the_original_among_other_takes(fsdd: Path) -> None:
+    library = Library()
+    for n in range(20):
+        library.add(f"take{n}", load(features(take(fsdd, f"4_nicolas_{n}"))))
+    replay = load(features(decode(sox(fsdd / "4_nicolas_7.wav", "speed", "1.08"))))
+    found = library.match(replay)
+    assert found is not None and found[0] == "take7" and found[2] == "rate"
+    assert library.match(replay, rate_threshold=None) is None
+
+
+@pytest.mark.corpus
+def test_f6_new_takes_of_the_same_digit_pass_the_rate_stage(fsdd: Path) -> None:
+    library = Library()
+    for n in range(10):
+        library.add(f"take{n}", load(features(take(fsdd, f"3_theo_{n}"))))
+    for n in range(10, 20):
+        assert library.match(load(features(take(fsdd, f"3_theo_{n}")))) is None

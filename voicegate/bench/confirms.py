@@ -96,8 +96,18 @@ class Counter:
 
 
 def gate_over(store: Store, keys: str, executor: Counter) -> Gate:
-    """A gate over ``store`` that treats every tool as a write."""
-    return Gate(store, executor=executor, is_write=lambda tool: True, receipt_keys=KeyRing(keys))
+    """A gate over ``store`` that treats every tool as a write, without proposal bounds.
+
+    The bench opens thousands of sets for one user to measure confirms; the bounds an agent
+    meets (``quota``) are not what it measures.
+    """
+    return Gate(
+        store,
+        executor=executor,
+        is_write=lambda tool: True,
+        receipt_keys=KeyRing(keys),
+        limits=None,
+    )
 
 
 async def open_sets(gate: Gate, count: int) -> list[PendingSet]:

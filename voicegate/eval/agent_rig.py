@@ -46,6 +46,7 @@ from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
 from voicegate.device.pairing import start_pairing
 from voicegate.eval.agent_actors import Agent, Call, Phone, User
+from voicegate.gate.quota import ProposalLimits
 from voicegate.gate.types import DeviceKind
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Mode, Policy
@@ -201,7 +202,16 @@ async def running(folder: Path) -> AsyncIterator[Rig]:
     store = await open_store(str(db))
     bearer = secrets.token_urlsafe(24)
     keys = KeyRing.generate()
-    config = ServerConfig(port=port, token=Secret(bearer), keys=keys, user=OWNER)
+    config = ServerConfig(
+        port=port,
+        token=Secret(bearer),
+        keys=keys,
+        user=OWNER,
+        # All fifty cases share this gate and its clock stands still: the sets earlier cases
+        # left open would fill the per-user cap. The suite measures what the agent can slip
+        # past the user, not the proposal bounds (tests/gate/test_quota.py covers those).
+        proposal_limits=ProposalLimits(open_per_user=10_000, per_agent=10_000),
+    )
     app = build_app(
         config,
         upstream=UpstreamSpec.in_process(journal_server(notes, journal)),

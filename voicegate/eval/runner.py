@@ -36,6 +36,7 @@ from voicegate.device import signing
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.eval import enrol, report
 from voicegate.eval.manifest import Case, ManifestError, load
+from voicegate.gate.quota import ProposalLimits
 from voicegate.gate.types import DeviceKind, Risk, Stage
 from voicegate.limits import RateLimits
 from voicegate.reasons import Kind, Reason
@@ -333,6 +334,8 @@ async def run_case(
 VoiceFactory = Callable[["Store"], Any]
 # Budgets no manifest reaches: the in-process eval decides every answer it uploads.
 UNTHROTTLED = RateLimits(10**9, 10**9, 10**9, 10**9)
+# The same for proposals: a refused answer leaves its set open until its deadline.
+UNBOUNDED = ProposalLimits(open_per_user=10**9, per_agent=10**9)
 
 
 @contextlib.asynccontextmanager
@@ -341,8 +344,8 @@ async def in_process(make_voice: VoiceFactory) -> AsyncIterator[Harness]:
 
     ``make_voice(store)`` builds the voice pipeline over the app's own store, so the replay
     guard remembers every upload of the run. The eval measures decisions, so the voice and
-    answer budgets are lifted (``UNTHROTTLED``): a manifest of a hundred answers from one user
-    must not come back ``rate_limited``.
+    answer budgets are lifted (``UNTHROTTLED``, ``UNBOUNDED``): a manifest of a hundred answers
+    from one user must not come back ``rate_limited`` or ``too_many_open``.
     """
     from voicegate.mcp.notes import build_notes_server
     from voicegate.mcp.policy import Policy
@@ -352,7 +355,7 @@ async def in_process(make_voice: VoiceFactory) -> AsyncIterator[Harness]:
     from voicegate.web.app import build_app
 
     store = await open_store("memory")
-    config = ServerConfig(rate_limits=UNTHROTTLED)
+    config = ServerConfig(rate_limits=UNTHROTTLED, proposal_limits=UNBOUNDED)
     app = build_app(
         config,
         upstream=UpstreamSpec.in_process(build_notes_server()),
@@ -410,6 +413,8 @@ async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
                 executor=_no_release,
                 is_write=WRITE_TOOL.__eq__,
                 receipt_keys=keys_for(db) or KeyRing.generate(),
+                # The eval proposes its cases itself and measures decisions, not agent bounds.
+                limits=None,
             )
             async with create_mcp_http_client(headers=bearer) as http:
                 transport = streamable_http_client(base + "/mcp", http_client=http)

@@ -29,7 +29,7 @@ from typing import Any
 
 from voicegate.canonical import args_hash, canonical_json
 from voicegate.errors import Refused, StoreUnavailable
-from voicegate.gate import card, faults
+from voicegate.gate import card, faults, quota
 from voicegate.gate.backlog import RETRY_DELAYS, Backlog, Job
 from voicegate.gate.checks import Checklist
 from voicegate.gate.receipts import seal
@@ -130,6 +130,7 @@ class Gate:
         final_ttl: float = 60.0,
         max_extensions: int = 10,
         retry_delays: Sequence[float] = RETRY_DELAYS,
+        limits: quota.ProposalLimits | None = quota.DEFAULT,
     ) -> None:
         if max_extensions < 10:
             raise ValueError("WCAG 2.2.1 asks for at least 10 extensions")
@@ -142,6 +143,7 @@ class Gate:
         self.final_ttl = final_ttl
         self.max_extensions = max_extensions
         self.backlog = Backlog(delays=retry_delays)
+        self.limits = limits
 
     # -- proposing and reading ---------------------------------------------------------------
 
@@ -153,10 +155,25 @@ class Gate:
         risk: Risk,
         preview: str = "",
         mode: str = "device",
+        agent: str = "",
     ) -> PendingSet:
-        """Open a set of 1-5 cards for ``user``; the agent gets the set without its nonce."""
+        """Open a set of 1-5 cards for ``user``; the agent gets the set without its nonce.
+
+        ``agent`` names the agent token (``quota.agent_id``) whose proposal budget it spends;
+        past any of ``limits`` it is refused (``quota.admit``) and nothing is stored. A gate
+        built with ``limits=None`` (benchmarks) proposes without bounds.
+        """
         if not 1 <= len(actions) <= MAX_CARDS:
             raise ValueError(f"a pending set holds 1 to {MAX_CARDS} actions, not {len(actions)}")
+        if self.limits is not None:
+            await quota.admit(
+                self.store,
+                self.limits,
+                user=user,
+                agent=agent,
+                arguments=[a.arguments for a in actions],
+                now=self.clock(),
+            )
         cards = tuple(
             Action(
                 tool=a.tool,

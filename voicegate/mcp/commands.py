@@ -41,6 +41,7 @@ from voicegate.settings import (
     keys_for,
     lease_from,
     metrics_token_from,
+    proposal_limits_from,
     rate_limits_from,
     token_from,
     token_ttl_from,
@@ -147,6 +148,13 @@ def _add_common(
         help="change one device rate limit, e.g. answers_per_device=120 (names: "
         "voice_per_device, voice_per_user, answers_per_device, answers_per_user, window)",
     )
+    parser.add_argument(
+        "--proposal-limit",
+        action="append",
+        metavar="NAME=N",
+        help="change one proposal bound, e.g. open_per_user=20 (names: open_per_user, "
+        "per_agent, window, argument_bytes; defaults 10, 30 a minute, 60 s, 16384)",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -229,6 +237,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         user=args.user,
         public_url=args.public_url,
         rate_limits=rate_limits_from(args.rate_limit),
+        proposal_limits=proposal_limits_from(args.proposal_limit),
         token_ttl=token_ttl_from(args.token_ttl),
         max_voice_in_flight=voice_in_flight_from(args.max_voice_in_flight),
         body_timeout=body_timeout_from(args.body_timeout),

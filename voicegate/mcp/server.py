@@ -67,6 +67,7 @@ class GateOptions:
     approve_url: str = "http://127.0.0.1:8800/approve"
     # How long a URL elicitation may hold a call before the pending answer is returned anyway.
     elicit_timeout: float = 20.0
+    agent: str = ""  # the agent token's name (quota.agent_id), whose proposal budget it spends
 
 
 class GatedTools:
@@ -164,7 +165,12 @@ class GatedTools:
                 risk = Risk.HIGH
         requests = [ActionRequest(tool=o.tool, arguments=o.arguments) for o in options]
         pending = await self.gate.propose(
-            self.options.user, requests, risk=risk, preview=question, mode=Mode.DEVICE.value
+            self.options.user,
+            requests,
+            risk=risk,
+            preview=question,
+            mode=Mode.DEVICE.value,
+            agent=self.options.agent,
         )
         return await self._offer(ctx, pending, tool=choices.NAME)
 
@@ -192,6 +198,7 @@ class GatedTools:
             [ActionRequest(tool=kind.tool, arguments=arguments)],
             risk=kind.risk,
             mode=Mode.DEVICE.value,
+            agent=self.options.agent,
         )
         return await self._offer(ctx, pending, tool=kind.tool)
 

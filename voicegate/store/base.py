@@ -49,6 +49,13 @@ class PendingStore(Protocol):
         ``new.version`` must be ``old.version + 1``.
         """
 
+    async def prune(self, before: float) -> int:
+        """Delete sets created before ``before``, their cards with them; the number deleted.
+
+        ``executing`` sets are kept: settlement still needs them. The caller picks ``before``
+        so far back that a ``waiting`` set created then is long past its deadline.
+        """
+
 
 class Ledger(Protocol):
     """Single-use keys: nonces, token ids, evidence ids, signed device requests."""

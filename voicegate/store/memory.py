@@ -20,6 +20,7 @@ from voicegate.gate.types import (
     PairingCode,
     PendingSet,
     Receipt,
+    Status,
     StoredFingerprint,
     StoredTemplate,
 )
@@ -94,6 +95,19 @@ class MemoryPending:
                 return False
             self._rows[old.id] = common.dump(new)
             return True
+
+    async def prune(self, before: float) -> int:
+        """Delete sets created before ``before`` except ``executing`` ones; the number deleted."""
+        with self._guard:
+            old = [
+                pending_id
+                for pending_id, text in self._rows.items()
+                if (found := common.load_pending(text)).created_at < before
+                and found.status != Status.EXECUTING
+            ]
+            for pending_id in old:
+                del self._rows[pending_id]
+        return len(old)
 
     def _all(self) -> builtins.list[PendingSet]:
         with self._guard:

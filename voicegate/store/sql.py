@@ -22,6 +22,7 @@ from voicegate.gate.types import (
     PairingCode,
     PendingSet,
     Receipt,
+    Status,
     StoredFingerprint,
     device_from_dict,
 )
@@ -119,6 +120,13 @@ class SqlPending:
             (str(new.status), new.version, common.dump(new), old.id, old.version),
         )
         return bool(changed)
+
+    async def prune(self, before: float) -> int:
+        """Delete sets created before ``before`` except ``executing`` ones; the number deleted."""
+        return await self._db.run(
+            "DELETE FROM vg_pending WHERE created_at < ? AND status <> ?",
+            (float(before), str(Status.EXECUTING)),
+        )
 
 
 class SqlLedger:

@@ -38,6 +38,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from voicegate.device.enrol import enrol_router
 from voicegate.device.routes import device_router
 from voicegate.gate.core import Gate
+from voicegate.gate.quota import agent_id
 from voicegate.housekeeping import keep_tidy
 from voicegate.limits import BodyLimit
 from voicegate.mcp.catalog import Catalog
@@ -101,8 +102,11 @@ def build_app(
         is_write=catalog.is_write,
         receipt_keys=keys,
         clock=clock,
+        limits=config.proposal_limits,
     )
-    options = GateOptions(user=config.user, approve_url=config.base_url + "/approve")
+    options = GateOptions(
+        user=config.user, approve_url=config.base_url + "/approve", agent=agent_id(config.token)
+    )
     tools = GatedTools(
         gate,
         catalog,

@@ -1,0 +1,189 @@
+"""Replays through sox speed, pitch and tempo changes, and false flags on new takes, by speaker.
+
+    .venv/bin/python benchmarks/replay_rate.py negatives --speakers jackson,theo   # fit
+    .venv/bin/python benchmarks/replay_rate.py negatives --speakers nicolas,yweweler   # report
+    .venv/bin/python benchmarks/replay_rate.py replays --speakers nicolas,yweweler [--step 5]
+    .venv/bin/python benchmarks/replay_rate.py timing
+
+``negatives`` scores every pair of distinct takes of the same digit by the same speaker (all
+1,225 pairs of each speaker's 50 takes of each digit), the later take as the upload and the
+earlier as the stored one, with both stages of the guard: a pair is a false flag when either
+stage reaches its threshold. The second stage scores every pair here, although the guard gives
+it only the ``rescaled.CANDIDATES`` best of a shortlist: the count is an upper bound.
+
+``replays`` runs each sox change on a clip's file, sends the result through the real intake
+(``decode``) and checks it against its speaker's library of 500 takes, the original among them.
+
+The thresholds were fitted on jackson and theo; report the figures of nicolas and yweweler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay import ROOT, features_of, machine
+
+from voicegate.errors import AudioRefused
+from voicegate.voice import rescaled
+from voicegate.voice.audio import decode
+from voicegate.voice.fingerprint import THRESHOLD, Library, load, similarity
+
+# sox's pitch takes cents: a 4 % change is 1200 * log2(1.04) = 67.9 cents.
+CHANGES: dict[str, list[str]] = {
+    "speed 1.04": ["speed", "1.04"],
+    "speed 0.96": ["speed", "0.96"],
+    "speed 1.08": ["speed", "1.08"],
+    "speed 0.92": ["speed", "0.92"],
+    "pitch +4 % (68 cents)": ["pitch", "68"],
+    "pitch -4 % (-68 cents)": ["pitch", "-68"],
+    "tempo 1.04": ["tempo", "1.04"],
+    "tempo 0.96": ["tempo", "0.96"],
+    "tempo 1.08": ["tempo", "1.08"],
+    "tempo 0.92": ["tempo", "0.92"],
+}
+RATE_THRESHOLDS = (0.93, 0.94, 0.95, 0.96, 0.97)
+
+
+def sox(path: Path, effect: list[str]) -> bytes:
+    """The file after one sox effect, as WAV bytes (through a file: sox writes a full header)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "out.wav"
+        subprocess.run(["sox", str(path), str(out), *effect], check=True, capture_output=True)
+        return out.read_bytes()
+
+
+def negatives(corpus: Path, speakers: list[str]) -> None:
+    """False flags of both stages over every same-speaker, same-digit pair of distinct takes."""
+    groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for f in sorted(corpus.glob("*.wav"), key=lambda p: p.stem):
+        digit, speaker, _take = f.stem.split("_")
+        if speaker in speakers:
+            groups[(digit, speaker)].append(f.stem)
+    prints = {
+        k: load(features_of(decode((corpus / f"{k}.wav").read_bytes()).samples))
+        for keys in groups.values()
+        for k in keys
+    }
+    prepared = {k: rescaled.prepare(p.wave) for k, p in prints.items()}
+    exact: list[float] = []
+    rate: list[float] = []
+    worst: list[tuple[float, str, str]] = []
+    started = time.perf_counter()
+    for keys in groups.values():
+        keys = sorted(keys, key=lambda k: int(k.split("_")[2]))
+        for i, stored in enumerate(keys):
+            for upload in keys[i + 1 :]:
+                exact.append(similarity(prints[upload], prints[stored]))
+                rate.append(rescaled.score(prints[upload].wave, prepared[stored]))
+                worst.append((rate[-1], upload, stored))
+    seconds = time.perf_counter() - started
+    e, r = np.array(exact), np.array(rate)
+    n = len(e)
+    print(f"# speakers {', '.join(speakers)}: {n} pairs of distinct takes, same speaker and digit")
+    print(f"exact stage at {THRESHOLD}: {int(np.sum(e >= THRESHOLD))} flagged")
+    print(
+        "rate stage percentiles 50/99/99.9/max: "
+        + " / ".join(f"{v:.3f}" for v in np.percentile(r, [50, 99, 99.9, 100]))
+    )
+    print("\n| rate threshold | rate stage flags | either stage (false flags) |")
+    print("| --- | --- | --- |")
+    for t in RATE_THRESHOLDS:
+        both = int(np.sum((e >= THRESHOLD) | (r >= t)))
+        print(f"| {t} | {int(np.sum(r >= t))} | {both} ({100 * both / n:.3f} %) |")
+    print(
+        "\nhighest rate-stage pairs: "
+        + ", ".join(f"{u}/{s} {v:.3f}" for v, u, s in sorted(worst, reverse=True)[:5])
+    )
+    print(f"\n{1000 * seconds / n:.1f} ms a pair; {datetime.date.today()}, {machine()}")
+
+
+def replays(corpus: Path, speakers: list[str], step: int, only: str = "") -> None:
+    """Refusal rates of each sox change, each replay checked against its speaker's 500 takes."""
+    files = sorted(corpus.glob("*.wav"), key=lambda p: p.stem)
+    libraries: dict[str, Library] = collections.defaultdict(Library)
+    for f in files:
+        libraries[f.stem.split("_")[1]].add(
+            f.stem, load(features_of(decode(f.read_bytes()).samples))
+        )
+    chosen = [f for f in files if f.stem.split("_")[1] in speakers][::step]
+    print(f"# {len(chosen)} clips of {', '.join(speakers)}, each against its speaker's library")
+    print(f"exact threshold {THRESHOLD}; refused as reused at each rate threshold:\n")
+    print("| change | exact stage | " + " | ".join(f"rate {t}" for t in RATE_THRESHOLDS) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in RATE_THRESHOLDS) + " |")
+    for name, effect in CHANGES.items():
+        if only not in name:
+            continue
+        exact = 0
+        best: list[float] = []
+        for f in chosen:
+            try:
+                query = load(features_of(decode(sox(f, effect)).samples))
+            except AudioRefused:
+                best.append(0.0)  # never happens on this corpus; counted against the guard
+                continue
+            library = libraries[f.stem.split("_")[1]]
+            if library.match(query, rate_threshold=None) is not None:
+                exact += 1
+                best.append(1.0)
+                continue
+            scores = [s for _, s in library.rate_scores(query, library.shortlist(query))]
+            best.append(max(scores, default=0.0))
+        n = len(chosen)
+        rates = " | ".join(f"{100 * sum(b >= t for b in best) / n:.1f} %" for t in RATE_THRESHOLDS)
+        print(f"| {name} | {exact} of {n} | {rates} |", flush=True)
+    print(f"\n{datetime.date.today()}, {machine()}")
+
+
+def timing(corpus: Path) -> None:
+    """Median time of one check against a library, for a new take (the common, slowest case)."""
+    files = sorted(corpus.glob("*.wav"), key=lambda p: p.stem)
+    library = Library()
+    for f in files:
+        if f.stem.split("_")[1] == "theo":
+            library.add(f.stem, load(features_of(decode(f.read_bytes()).samples)))
+    queries = [f for f in files if f.stem.split("_")[1] == "jackson"][::20]
+    for stage, kwargs in (("exact stage only", {"rate_threshold": None}), ("both stages", {})):
+        times = []
+        for f in queries:
+            item = load(features_of(decode(f.read_bytes()).samples))
+            t0 = time.perf_counter()
+            library.match(item, **kwargs)  # type: ignore[arg-type]
+            times.append(1000 * (time.perf_counter() - t0))
+        print(
+            f"{stage}: median {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
+            f"({len(queries)} new takes against {len(library)} stored)"
+        )
+    print(f"{datetime.date.today()}, {machine()}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["negatives", "replays", "timing"])
+    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus" / "fsdd")
+    parser.add_argument("--speakers", default="nicolas,yweweler")
+    parser.add_argument("--step", type=int, default=5, help="every n-th clip for replays")
+    parser.add_argument("--only", default="", help="replays: only the changes naming this")
+    args = parser.parse_args()
+    speakers = args.speakers.split(",")
+    if args.part == "negatives":
+        negatives(args.corpus, speakers)
+    elif args.part == "replays":
+        replays(args.corpus, speakers, args.step, args.only)
+    else:
+        timing(args.corpus)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

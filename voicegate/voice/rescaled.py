@@ -1,0 +1,265 @@
+"""Replays through a speed, pitch or tempo change: the second stage of the replay fingerprint.
+
+``sox speed`` resamples (every frequency and the duration scale by one factor); ``sox pitch``
+and ``sox tempo`` cut the recording into segments of about 80 ms and overlap-add them at a new
+spacing (WSOLA), with a resampling for pitch. Either way, after the frequencies are scaled back,
+every stretch of a few tens of milliseconds of the replay is a copy of a stretch of the
+original, and consecutive stretches sit at nearly consecutive places in it. A new take of the
+same word never lines up that closely for long.
+
+So the score of a query against one stored recording is:
+
+1. Both waveforms are band-passed again to 360-1600 Hz with a zero-phase filter, the band both
+   keep whichever of the scales below was applied (300-1800 Hz scaled by 0.915-1.09).
+2. The query is resampled by each of ``SCALES`` (1 % apart, 0.915-1.09, a little past ±8 %),
+   ranked by the ``QUICK`` loudest windows alone; the best two are refined in ``FINE`` steps
+   (0.125 %); the three best get step 4.
+3. The query is cut into 32 ms windows every 16 ms; each window's normalised correlation with
+   the stored waveform is taken at every lag, interpolated between samples.
+4. A path through the windows picks one lag each: the next window's lag follows the last one
+   within ``TIGHT`` samples for free, or jumps up to ``JUMP`` samples (a WSOLA seam) at a cost
+   of ``PENALTY`` window weights. The score is the energy-weighted mean correlation on the best
+   path, at the best scale.
+
+The threshold (``THRESHOLD``) was fitted on the speakers jackson and theo of the spoken-digit
+corpus and is reported on nicolas and yweweler (benchmarks/replay_rate.py, docs/voice.md
+"Replay fingerprint"). The window, path and scale constants were chosen by hand from small
+samples of all four speakers, before that split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from scipy.ndimage import maximum_filter1d
+from scipy.signal import butter, resample_poly, sosfilt, sosfilt_zi
+
+Floats = npt.NDArray[np.float64]
+
+RATE = 4000  # the fingerprint's sample rate (fingerprint.RATE)
+_COMMON = butter(6, [360.0, 1600.0], btype="bandpass", fs=RATE, output="sos")
+_ZI = sosfilt_zi(_COMMON)
+PAD = 64  # samples of odd extension each side of the zero-phase filter (16 ms)
+SCALES = np.exp(np.linspace(np.log(0.915), np.log(1.09), 19))
+FINE = tuple(k * 0.00125 for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # around a coarse scale
+REFINE = 2  # coarse scales refined
+WINDOW = 128  # 32 ms at 4 kHz: several pitch periods, shorter than a WSOLA segment
+HOP = 64
+TIGHT = 2  # samples a window's lag may drift from the last one's, free
+JUMP = 32  # samples of a WSOLA seam: sox searches ±7.3 ms, 29 samples at 4 kHz
+PENALTY = 0.25  # window weights one seam costs
+QUICK = 8  # loudest windows that rank the scales before the full path
+PATHS = 3  # best-ranked scales that get the full path
+THRESHOLD = 0.95
+UP = 4  # the query is oversampled this much once, then read at each scale
+CANDIDATES = 4  # shortlisted recordings given the full score, ranked by ``rank``
+ENVELOPE_CANDIDATES = 16  # the envelope ranking's best, ranked again by ``rank`` on windows
+RANK_SCALES = np.exp(np.linspace(np.log(0.915), np.log(1.09), 9))  # 2.2 % apart
+RANK_WINDOWS = 4  # loudest windows per scale in that ranking
+ENVELOPE_SCALES = (0.92, 0.96, 1.0, 1.04, 1.08)  # time scales the ranking tries
+
+
+def prepare(wave: npt.NDArray[np.float32]) -> Floats:
+    """The stored waveform in the common band, as every comparison here reads it."""
+    return _band(np.asarray(wave, dtype=np.float64))
+
+
+def _band(x: Floats) -> Floats:
+    """``x`` in the common band, zero-phase: scipy's ``sosfiltfilt`` with its start state
+    computed once, not on every call (it was half the cost of a score)."""
+    if len(x) <= 3 * WINDOW:
+        return x
+    ext = np.concatenate([2 * x[0] - x[PAD:0:-1], x, 2 * x[-1] - x[-2 : -PAD - 2 : -1]])
+    y, _ = sosfilt(_COMMON, ext, zi=_ZI * ext[0])
+    y = y[::-1]
+    y, _ = sosfilt(_COMMON, y, zi=_ZI * y[0])
+    return np.asarray(y[::-1][PAD:-PAD], dtype=np.float64)
+
+
+def rank_envelopes(
+    query: Floats | npt.NDArray[np.float32], envelopes: list[npt.NDArray[np.float32]], k: int
+) -> list[int]:
+    """Indices of the ``k`` envelopes (bands x frames) that line up best with the query's at
+    one of ``ENVELOPE_SCALES``: the candidates worth ranking again by ``rank``."""
+    if not envelopes:
+        return []
+    longest = max(e.shape[1] for e in envelopes)
+    frames = query.shape[1]
+    size = 1 << (int(frames / ENVELOPE_SCALES[0]) + longest + 1).bit_length()
+    block = np.zeros((len(envelopes), query.shape[0], longest))
+    for r, env in enumerate(envelopes):
+        block[r, :, : env.shape[1]] = env
+    stored = np.fft.rfft(block, size, axis=2)
+    best = np.full(len(envelopes), -np.inf)
+    for scale in ENVELOPE_SCALES:
+        n = max(round(frames * scale), 1)
+        at = np.linspace(0.0, frames - 1.0, n)
+        scaled = np.stack([np.interp(at, np.arange(frames), band) for band in query])
+        scaled -= scaled.mean(axis=1, keepdims=True)
+        norm = float(np.linalg.norm(scaled))
+        if norm == 0.0:
+            continue
+        q = np.conj(np.fft.rfft(scaled / norm, size, axis=1))
+        corr = np.fft.irfft(np.einsum("rbf,bf->rf", stored, q), size, axis=1)
+        best = np.maximum(best, corr.max(axis=1))
+    return [int(i) for i in np.argsort(-best)[:k]]
+
+
+def rank(query: npt.NDArray[np.float32], stored: list[Floats], k: int) -> list[int]:
+    """Indices of the ``k`` prepared waveforms that the query's loudest windows match best at
+    one of ``RANK_SCALES``: a cheaper ``score`` that keeps the original among the first few."""
+    if len(query) < 2 * WINDOW or not stored:
+        return []
+    fine = resample_poly(np.asarray(query, dtype=np.float64), UP, 1)
+    picked: list[Floats] = []
+    weights: list[Floats] = []
+    for r in RANK_SCALES:
+        x = _rescaled(fine, float(r))
+        if len(x) < WINDOW:
+            continue
+        frames, energy = _windows(x)
+        loud = np.argsort(energy)[-RANK_WINDOWS:]
+        picked.append(frames[loud])
+        weights.append(energy[loud] / energy[loud].sum())
+    if not picked:
+        return []
+    frames = np.concatenate(picked)
+    found = np.zeros(len(stored))
+    for i, wave in enumerate(stored):
+        if len(wave) < WINDOW:
+            continue
+        peaks = _peaks(_correlations(frames, _Stored(wave)))
+        start, best = 0, 0.0
+        for w in weights:
+            best = max(best, float((peaks[start : start + len(w)] * w).sum()))
+            start += len(w)
+        found[i] = best
+    return [int(i) for i in np.argsort(-found)[:k]]
+
+
+class _Stored:
+    """One prepared stored waveform: its padded spectrum and the energy under every lag."""
+
+    def __init__(self, stored: Floats) -> None:
+        padded = np.concatenate([np.zeros(WINDOW), stored, np.zeros(WINDOW)])
+        self.size = 1 << (len(padded) + WINDOW - 1).bit_length()
+        self.lags = len(stored) + WINDOW + 1
+        self.spectrum = np.fft.rfft(padded, self.size)
+        energy = np.concatenate([[0.0], np.cumsum(padded**2)])
+        local = np.sqrt(np.maximum(energy[WINDOW:] - energy[:-WINDOW], 0.0))[: self.lags]
+        self.floor = 1e-3 * np.sqrt(energy[-1])
+        self.local = np.maximum(local, self.floor)
+        self.silent = local <= self.floor
+
+
+def score(query: npt.NDArray[np.float32], stored: Floats) -> float:
+    """How well ``query`` lines up with the prepared ``stored`` waveform after a rate change."""
+    if len(query) < 2 * WINDOW or len(stored) < WINDOW:
+        return 0.0
+    fine = resample_poly(np.asarray(query, dtype=np.float64), UP, 1)
+    target = _Stored(stored)
+    coarse = [float(r) for r in SCALES]
+    best = sorted(zip(_quick(fine, coarse, target), coarse, strict=True), reverse=True)[:REFINE]
+    fine_scales = sorted({r * (1 + f) for _, r in best for f in FINE})
+    refined = zip(_quick(fine, fine_scales, target), fine_scales, strict=True)
+    # The loudest windows alone can prefer a wrong scale by a hair: the path decides among three.
+    tops = sorted([*best, *refined], reverse=True)[:PATHS]
+    return max(_path(_rescaled(fine, r), target) for _, r in tops)
+
+
+def _rescaled(fine: Floats, r: float) -> Floats:
+    """The query (given ``UP`` times oversampled) with its frequencies times ``r``.
+
+    Linear interpolation of the oversampled waveform (at 16 kHz the band below 1.8 kHz comes
+    through within a few per cent, far cheaper than a polyphase filter per scale), then the
+    common band, so energy the stored waveform cannot have is not counted.
+    """
+    n = int((len(fine) / UP - 1) / r)
+    at = np.arange(n) * (r * UP)
+    x = np.interp(at, np.arange(len(fine)), fine)
+    return _band(x)
+
+
+def _windows(x: Floats) -> tuple[Floats, Floats]:
+    n = (len(x) - WINDOW) // HOP + 1
+    frames = np.lib.stride_tricks.sliding_window_view(x, WINDOW)[::HOP][:n]
+    return frames, np.sqrt((frames**2).sum(axis=1)) + 1e-12
+
+
+def _correlations(frames: Floats, target: _Stored) -> Floats:
+    """Normalised correlation of each window with the stored waveform at every lag."""
+    spectra = np.fft.rfft(frames, target.size, axis=1)
+    norm = np.sqrt(np.maximum((frames**2).sum(axis=1), 1e-24))
+    corr = np.fft.irfft(np.conj(spectra) * target.spectrum, target.size, axis=1)
+    out = np.asarray(corr[:, : target.lags] / (norm[:, None] * target.local[None, :]), np.float64)
+    out[:, target.silent] = 0.0
+    return out
+
+
+def _refined(out: Floats) -> Floats:
+    """Every lag's correlation raised to the peak between samples, where one lies there: the
+    height of the parabola through its neighbours."""
+    left, right = np.roll(out, 1, axis=1), np.roll(out, -1, axis=1)
+    return np.asarray(np.clip(_parabola(left, out, right), 0.0, 1.0), dtype=np.float64)
+
+
+def _parabola(left: Floats, mid: Floats, right: Floats) -> Floats:
+    curve = left - 2 * mid + right
+    safe = np.where(curve < 0, curve, -1.0)
+    shift = np.where(curve < 0, 0.5 * (left - right) / safe, 0.0)
+    return np.where(np.abs(shift) <= 0.5, mid - 0.25 * (left - right) * shift, mid)
+
+
+def _peaks(out: Floats) -> Floats:
+    """Each row's highest correlation, refined between samples (``_refined`` at the peak)."""
+    k = np.argmax(out, axis=1)
+    rows = np.arange(len(out))
+    last = out.shape[1] - 1
+    left, right = out[rows, np.maximum(k - 1, 0)], out[rows, np.minimum(k + 1, last)]
+    return np.asarray(np.clip(_parabola(left, out[rows, k], right), 0.0, 1.0), dtype=np.float64)
+
+
+def _quick(fine: Floats, scales: list[float], target: _Stored) -> list[float]:
+    """For each scale: the energy-weighted best correlation of the ``QUICK`` loudest windows,
+    lags unconstrained. All scales go through one batched FFT."""
+    picked: list[Floats] = []
+    weights: list[Floats] = []
+    for r in scales:
+        x = _rescaled(fine, r)
+        if len(x) < WINDOW:
+            picked.append(np.zeros((1, WINDOW)))
+            weights.append(np.ones(1))
+            continue
+        frames, energy = _windows(x)
+        loud = np.argsort(energy)[-QUICK:]
+        picked.append(frames[loud])
+        weights.append(energy[loud] / energy[loud].sum())
+    best = _peaks(_correlations(np.concatenate(picked), target))
+    out: list[float] = []
+    start = 0
+    for w in weights:
+        out.append(float((best[start : start + len(w)] * w).sum()))
+        start += len(w)
+    return out
+
+
+def _path(x: Floats, target: _Stored) -> float:
+    """The energy-weighted mean correlation along the best path of lags (module docstring)."""
+    if len(x) < WINDOW:
+        return 0.0
+    frames, energy = _windows(x)
+    corr = _refined(_correlations(frames, target))
+    weight = energy / energy.sum()
+    cost = PENALTY / len(weight)
+    best = weight[0] * corr[0]
+    # A path that runs past the end of the stored recording (the upload was trimmed longer)
+    # ends there with what it has gathered.
+    ended = 0.0
+    for i in range(1, len(weight)):
+        ended = max(ended, float(best[-HOP:].max()))
+        prev = np.zeros_like(best)
+        prev[HOP:] = best[:-HOP]
+        tight = maximum_filter1d(prev, 2 * TIGHT + 1, mode="constant", cval=0.0)
+        seam = maximum_filter1d(prev, 2 * JUMP + 1, mode="constant", cval=0.0) - cost
+        best = weight[i] * corr[i] + np.maximum(tight, seam)
+    return float(min(max(best.max(), ended), 1.0))
