@@ -16,12 +16,15 @@ from voicegate.voice.decision import UNCALIBRATED, Calibration
 
 CALIBRATIONS: Mapping[str, Calibration] = {
     # "card", 2026-12-01: all 2,000 FSDD takes heard with the card prompt below (jackson and
-    # nicolas, 1,000, calibrate): 0.91, just above a spoken "zero" of nicolas, heard "Two.",
-    # that gave card two 0.904. "yes", 2026-12-01: 358 speech_commands clips
+    # nicolas, 1,000, calibrate) fit 0.91, just above a spoken "zero" of nicolas, heard "Two.",
+    # that gave card two 0.904. Shipped 0.94: told the question, tiny.en also heard two near
+    # misses of the English corpus (espeak-ng "tool" and piper "tooth") as "Two." at 0.925 and
+    # 0.932; 0.94 is the lowest grid step above both (the corpus's three other near-miss
+    # releases, 0.98 to 0.999, no threshold stops, and they were released before the prompt). "yes", 2026-12-01: 358 speech_commands clips
     # of the calibration speakers, heard with no prompt: 0.91, just above a spoken "left" heard
     # "Yes." that gave yes 0.90.
     "tiny.en": Calibration(
-        card=0.91,
+        card=0.94,
         yes=0.91,
         support=1,
         source="benchmarks/calibrate.py fit --model tiny.en --fsdd-takes 50 (card); "
