@@ -109,6 +109,7 @@ def start(
     fault: str | None = None,
     kill_gate: str | None = None,
     rate_limits: Mapping[str, int] | None = None,
+    proposal_limits: Mapping[str, int] | None = None,
 ) -> Served:
     """Start ``voicegate serve`` over ``db``; returns at once (see ``ready``)."""
     port = free_port()
@@ -134,6 +135,11 @@ def start(
         "--user",
         USER,
         *(arg for k, v in (rate_limits or {}).items() for arg in ("--rate-limit", f"{k}={v}")),
+        *(
+            arg
+            for k, v in (proposal_limits or {}).items()
+            for arg in ("--proposal-limit", f"{k}={v}")
+        ),
     ]
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     env.update(

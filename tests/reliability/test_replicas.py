@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -79,11 +80,19 @@ def crossed(taps: list[Tap]) -> bool:
     return any(t.replica != winner.replica and t.overlaps(winner) for t in taps)
 
 
+# The race proposes its 200 writes at once: no device budget and no proposal bound may refuse
+# any of them, or it would measure the bounds instead of the exactly-once release.
+UNBOUNDED: dict[str, Any] = {
+    "rate_limits": UNLIMITED,
+    "proposal_limits": {"open_per_user": 100_000, "per_agent": 100_000},
+}
+
+
 def replicas(tmp_path: Path, db: str, keys: str, log: Path) -> tuple[Served, Served]:
     """Two gate processes over ``db`` that share keys and token."""
     return (
-        start(tmp_path, "replica-a", db, keys=keys, executions=log, rate_limits=UNLIMITED),
-        start(tmp_path, "replica-b", db, keys=keys, executions=log, rate_limits=UNLIMITED),
+        start(tmp_path, "replica-a", db, keys=keys, executions=log, **UNBOUNDED),
+        start(tmp_path, "replica-b", db, keys=keys, executions=log, **UNBOUNDED),
     )
 
 

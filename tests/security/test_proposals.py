@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.mcp.harness import data, serve
+from tests.mcp.harness import data, register_device, serve
 from voicegate.gate.quota import DEFAULT
 from voicegate.mcp.policy import Policy
 from voicegate.reasons import Reason
@@ -16,6 +16,7 @@ async def test_f4_a_proposal_flood_leaves_at_most_the_open_cap_on_the_device(
     tmp_path: Path,
 ) -> None:
     async with serve(tmp_path, POLICY) as gate, gate.agent() as agent:
+        await register_device(gate)
         answers = [
             data(await agent.call_tool("write_note", {"name": f"n{i}", "text": "x"}))
             for i in range(DEFAULT.open_per_user + 5)
