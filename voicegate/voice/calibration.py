@@ -20,9 +20,9 @@ CALIBRATIONS: Mapping[str, Calibration] = {
     # that gave card two 0.904. Shipped 0.94: told the question, tiny.en also heard two near
     # misses of the English corpus (espeak-ng "tool" and piper "tooth") as "Two." at 0.925 and
     # 0.932; 0.94 is the lowest grid step above both (the corpus's three other near-miss
-    # releases, 0.98 to 0.999, no threshold stops, and they were released before the prompt). "yes", 2026-12-01: 358 speech_commands clips
-    # of the calibration speakers, heard with no prompt: 0.91, just above a spoken "left" heard
-    # "Yes." that gave yes 0.90.
+    # releases, 0.98 to 0.999, no threshold stops, and they were released before the prompt).
+    # "yes", 2026-12-01: 358 speech_commands clips of the calibration speakers, heard with no
+    # prompt: 0.91, just above a spoken "left" heard "Yes." that gave yes 0.90.
     "tiny.en": Calibration(
         card=0.94,
         yes=0.91,
