@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from voicegate.errors import Refused
+from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
 from voicegate.mcp.choices import MAX_QUESTION, read_choice
 from voicegate.mcp.decorators import GatedServer
@@ -101,3 +101,75 @@ async def test_the_decorator_front_offers_choose_one_and_runs_only_the_chosen_wr
         assert text_of(listed)["pending"] == []
         unknown = await client.call_tool("pending_status", {"pending_id": "p_nope"})
         assert text_of(unknown)["status"] == "unknown"
+
+
+async def test_the_decorator_front_validates_each_options_arguments_as_the_write_would() -> None:
+    store = MemoryStore()
+    gs = GatedServer(MCPServer("files"), store=store)
+
+    @gs.write()
+    def wipe(path: str, keep_backup: bool = True) -> str:
+        """Wipe the file at path."""
+        return path
+
+    offer = {
+        "question": "Wipe which?",
+        "options": [
+            {"tool": "wipe", "arguments": {"path": "a", "keep_backup": "no"}},
+            {"tool": "wipe", "arguments": {"path": "b", "bogus": 1}},
+        ],
+    }
+    async with Client(gs.server) as client:
+        assert text_of(await client.call_tool("choose_one", offer))["status"] == "no_device"
+        (pending,) = await gs.gate.open_for("owner")
+        # The cards show what would run: converted as a direct call converts, unknown keys gone.
+        assert [dict(a.arguments) for a in pending.actions] == [
+            {"path": "a", "keep_backup": False},
+            {"path": "b", "keep_backup": True},
+        ]
+        offer["options"][1] = {"tool": "wipe", "arguments": {"keep_backup": True}}
+        refused = text_of(await client.call_tool("choose_one", offer))
+        assert refused["reason"] == "bad_request" and "option 2" in refused["detail"]
+
+
+async def test_the_decorator_front_answers_a_refused_proposal_by_its_reason() -> None:
+    gs = GatedServer(MCPServer("notes"), store=MemoryStore())
+
+    @gs.write()
+    def note(text: str) -> str:
+        """Write a note."""
+        return text
+
+    async with Client(gs.server) as client:
+        answer = text_of(await client.call_tool("note", {"text": "x" * 20_000}))
+        assert answer["status"] == "refused"
+        assert answer["reason"] == Reason.ARGUMENTS_TOO_LARGE.value
+        assert await gs.gate.open_for("owner") == []
+
+
+class DevicesDown(MemoryStore):
+    """A store whose device table fails, as a database that just went away does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+        async def unavailable(user: str | None = None) -> list[Device]:
+            raise StoreUnavailable("devices")
+
+        self.devices.list = unavailable  # type: ignore[method-assign]
+
+
+async def test_a_store_that_fails_before_the_proposal_tells_the_agent_nothing_ran_truly() -> None:
+    store = DevicesDown()
+    gs = GatedServer(MCPServer("notes"), store=store)
+
+    @gs.write()
+    def note(text: str) -> str:
+        """Write a note."""
+        return text
+
+    async with Client(gs.server) as client:
+        answer = text_of(await client.call_tool("note", {"text": "x"}))
+        assert answer["reason"] == Reason.LEDGER_UNAVAILABLE.value
+        # "Nothing ran; retry" is true: no card the user could approve was left behind.
+        assert await gs.gate.open_for("owner") == []

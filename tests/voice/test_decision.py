@@ -309,3 +309,13 @@ def test_a_release_of_an_answer_the_user_never_taught_is_left_to_the_recogniser(
     hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
     only_three = Taught(None, clear=False, closest=THREE, meanings=frozenset({THREE}))
     assert fused(hyps, TWO, only_three) == TWO
+
+
+def test_a_taught_yes_never_makes_a_release_on_a_yes_question_it_was_not_fitted_for() -> None:
+    # "yes" at 0.70 is under the recogniser's own 0.9 but over the fused 0.3 (fitted on cards).
+    hyps = [reading("yes", CONFIRM, -1.0), free("Yeah.", UNREAD, -1.85)]
+    for stage in (Stage.CHOOSE, Stage.FINAL):
+        verdict = decide(hyps, UNREAD, stage, FUSING, 1)
+        assert not verdict.decision.releases
+        out = fuse(verdict, hyps, UNREAD, Taught(CONFIRM, clear=True), stage, FUSING, 1)
+        assert not out.decision.releases

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -16,7 +17,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -177,20 +178,22 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     show_token = not (args.token or os.environ.get(TOKEN_ENV))
     banner = _serve_banner_with_token if show_token else _serve_banner
-    return _run_until_stopped(_serve(config, upstream, policy, args, banner=banner))
+    return asyncio.run(_serve(config, upstream, policy, args, banner=banner))
 
 
-def _run_until_stopped(main: Coroutine[Any, Any, int]) -> int:
-    """Run the server until Ctrl-C or SIGTERM, then shut down cleanly, with no traceback.
+@contextlib.contextmanager
+def _quiet_stop() -> Iterator[None]:
+    """While uvicorn serves: Ctrl-C and SIGTERM end the serving cleanly, with no traceback.
 
-    uvicorn stops gracefully on either signal and then raises it again for the handler that
-    was there before; that handler is this no-op, so the shutdown (and the demo's clean-up of
-    its temporary store) runs to the end instead of the process dying or printing a traceback.
+    uvicorn stops gracefully on either signal and then raises it again for the handler that was
+    there before; that handler is this no-op, so the shutdown (and the demo's clean-up of its
+    temporary store) runs to the end. Outside serving the usual handlers stand, so a signal
+    during start-up or a hung shutdown still stops the process.
     """
     stops = (signal.SIGINT, signal.SIGTERM)
     before = {sig: signal.signal(sig, lambda *_: None) for sig in stops}
     try:
-        return asyncio.run(main)
+        yield
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
@@ -215,7 +218,7 @@ def run_demo(args: argparse.Namespace) -> int:
         config = config_from(args)
         upstream = UpstreamSpec.in_process(build_notes_server())
         policy = Policy(high_risk=("delete_*",))
-        return _run_until_stopped(_serve(config, upstream, policy, args, banner=_demo_banner))
+        return asyncio.run(_serve(config, upstream, policy, args, banner=_demo_banner))
     except ConfigError as exc:
         print(f"voicegate demo: {exc}", file=sys.stderr)
         return 2
@@ -289,7 +292,8 @@ async def _serve(
         async with app.router.lifespan_context(app):
             with _listen(config.host, config.port) as sock:
                 await banner(config, store, voice)
-                await server.serve(sockets=[sock])
+                with _quiet_stop():
+                    await server.serve(sockets=[sock])
         return 0 if server.started else 2
     except (ConfigError, ModelError) as exc:
         print(f"voicegate: {exc}", file=sys.stderr)

@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp.types import ToolAnnotations
+from pydantic import ValidationError
 
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
@@ -128,39 +130,55 @@ class GatedServer:
         self, tool: str, arguments: dict[str, Any], risk: RiskRule, preview: PreviewRule
     ) -> dict[str, Any]:
         try:
+            # Asked before the set exists: once it does, the agent must learn its id.
+            paired = await self._paired()
             pending = await self.gate.propose(
                 self.user,
                 [ActionRequest(tool=tool, arguments=arguments)],
                 risk=_risk(risk, arguments),
                 preview=preview(arguments) if callable(preview) else preview,
             )
-            return await self._pending_message(pending)
-        except StoreUnavailable:
-            return replies.refusal(Reason.LEDGER_UNAVAILABLE)
-
-    async def _choose(self, question: str, options: list[dict[str, Any]]) -> dict[str, Any]:
-        try:
-            asked, chosen = choices.read_choice({"question": question, "options": options})
-            for number, option in enumerate(chosen, 1):
-                if option.tool not in self._writes:
-                    raise Refused(Reason.NOT_A_WRITE, f"option {number}: {option.tool}")
-            risks = {_risk(self._risks[o.tool], o.arguments) for o in chosen}
-            pending = await self.gate.propose(
-                self.user,
-                [ActionRequest(tool=o.tool, arguments=o.arguments) for o in chosen],
-                risk=Risk.HIGH if Risk.HIGH in risks else Risk.LOW,
-                preview=asked,
-            )
-            return await self._pending_message(pending)
         except Refused as exc:
             return replies.refusal(exc.reason, detail=exc.detail)
         except StoreUnavailable:
             return replies.refusal(Reason.LEDGER_UNAVAILABLE)
-
-    async def _pending_message(self, pending: PendingSet) -> dict[str, Any]:
-        devices = await self.gate.store.devices.list(self.user)
-        paired = any(d.revoked_at is None for d in devices)
         return replies.pending_message(self._reply(pending), paired=paired, user=self.user)
+
+    async def _choose(self, question: str, options: list[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            asked, chosen = choices.read_choice({"question": question, "options": options})
+            requests = [self._checked(number, o) for number, o in enumerate(chosen, 1)]
+            risks = {_risk(self._risks[r.tool], r.arguments) for r in requests}
+            paired = await self._paired()
+            pending = await self.gate.propose(
+                self.user,
+                requests,
+                risk=Risk.HIGH if Risk.HIGH in risks else Risk.LOW,
+                preview=asked,
+            )
+        except Refused as exc:
+            return replies.refusal(exc.reason, detail=exc.detail)
+        except StoreUnavailable:
+            return replies.refusal(Reason.LEDGER_UNAVAILABLE)
+        return replies.pending_message(self._reply(pending), paired=paired, user=self.user)
+
+    def _checked(self, number: int, option: choices.Option) -> ActionRequest:
+        """An option as the write itself would take it: its arguments validated and converted
+        against the function's signature, as a direct call of the tool is; else refused."""
+        fn = self._writes.get(option.tool)
+        if fn is None:
+            raise Refused(Reason.NOT_A_WRITE, f"option {number}: {option.tool}")
+        try:
+            arguments = func_metadata(fn).validate_arguments(option.arguments)
+        except ValidationError:
+            raise Refused(
+                Reason.BAD_REQUEST, f"option {number}: arguments do not fit {option.tool}"
+            ) from None
+        return ActionRequest(tool=option.tool, arguments=arguments)
+
+    async def _paired(self) -> bool:
+        devices = await self.gate.store.devices.list(self.user)
+        return any(d.revoked_at is None for d in devices)
 
     def _reply(self, pending: PendingSet) -> dict[str, Any]:
         return replies.pending_reply(pending, approve_url=self.approve_url, now=self.clock())

@@ -164,6 +164,7 @@ class GatedTools:
             if kind.risk is Risk.HIGH:
                 risk = Risk.HIGH
         requests = [ActionRequest(tool=o.tool, arguments=o.arguments) for o in options]
+        paired = await _has_device(self.gate, self.options.user)
         pending = await self.gate.propose(
             self.options.user,
             requests,
@@ -172,7 +173,7 @@ class GatedTools:
             mode=Mode.DEVICE.value,
             agent=self.options.agent,
         )
-        return await self._offer(ctx, pending, tool=choices.NAME)
+        return await self._offer(ctx, pending, tool=choices.NAME, paired=paired)
 
     async def _write(
         self, ctx: ServerRequestContext[Any], kind: Classification, arguments: dict[str, Any]
@@ -193,6 +194,9 @@ class GatedTools:
             return _from_receipt(receipt)
         if kind.mode is Mode.TOKEN:
             return await self._token(kind, arguments)
+        # Asked before the set exists: a store that fails after it does must not tell the agent
+        # "nothing ran" about a card the user can still approve.
+        paired = await _has_device(self.gate, self.options.user)
         pending = await self.gate.propose(
             self.options.user,
             [ActionRequest(tool=kind.tool, arguments=arguments)],
@@ -200,10 +204,10 @@ class GatedTools:
             mode=Mode.DEVICE.value,
             agent=self.options.agent,
         )
-        return await self._offer(ctx, pending, tool=kind.tool)
+        return await self._offer(ctx, pending, tool=kind.tool, paired=paired)
 
     async def _offer(
-        self, ctx: ServerRequestContext[Any], pending: PendingSet, *, tool: str
+        self, ctx: ServerRequestContext[Any], pending: PendingSet, *, tool: str, paired: bool
     ) -> CallToolResult | InputRequiredResult:
         """A new set goes to the user's device; the agent gets the pending answer or the link."""
         self.events.issued(
@@ -220,10 +224,9 @@ class GatedTools:
                 return self._link_request(pending)
         else:
             await self._point_to_device(ctx, pending)
-        return _reply(await self._pending_message(pending))
+        return _reply(self._pending_message(pending, paired=paired))
 
-    async def _pending_message(self, pending: PendingSet) -> dict[str, Any]:
-        paired = await _has_device(self.gate, pending.user)
+    def _pending_message(self, pending: PendingSet, *, paired: bool) -> dict[str, Any]:
         return replies.pending_message(
             self._status_reply(pending), paired=paired, user=pending.user
         )
@@ -253,7 +256,11 @@ class GatedTools:
         if (kind is None) != several or (kind is not None and pending.actions[0].tool != kind.tool):
             raise Refused(Reason.BAD_REQUEST, "requestState names another tool")
         if pending.status is Status.WAITING:
-            return _reply(await self._pending_message(pending))
+            try:
+                paired = await _has_device(self.gate, pending.user)
+            except StoreUnavailable:  # the set exists: its id matters more than the pairing hint
+                paired = True
+            return _reply(self._pending_message(pending, paired=paired))
         return _reply(self._status_reply(pending))
 
     async def _token(self, kind: Classification, arguments: dict[str, Any]) -> CallToolResult:

@@ -219,7 +219,9 @@ def fuse(
     if transcript.kind in ANSWERS and transcript != meaning:
         return Verdict(UNCLEAR, verdict.probability, "template_disagree", meaning)
     probability = posteriors(finite).get(meaning, 0.0)
-    if probability >= calibration.fused:
+    # ``fused`` was fitted on choices among cards; a yes-or-no question has no fitted threshold
+    # for it, so there a template can refuse a release but never make one.
+    if question(stage, cards) == "card" and probability >= calibration.fused:
         return Verdict(meaning, probability, "fused", meaning)
     if taught.hard and taught.clear and probability >= calibration.alone:
         return Verdict(meaning, probability, "template", meaning)
