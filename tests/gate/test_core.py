@@ -16,25 +16,9 @@ from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import DeviceKind, Modality, PendingSet, Risk, Stage, Status
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
-from voicegate.store.memory import MemoryStore
 from voicegate.tokens import TokenCodec
 
 from .helpers import Upstream, actions, evidence, keys, make_gate, pair
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def upstream() -> Upstream:
-    return Upstream()
-
-
-@pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore()
 
 
 async def test_tap_on_second_card_runs_the_second_action_once(store, clock, upstream):

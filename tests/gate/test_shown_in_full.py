@@ -4,37 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
-from voicegate.clock import ManualClock
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import Risk, Stage
 from voicegate.reasons import Kind, Reason
-from voicegate.store.memory import MemoryStore
 
-from .helpers import Upstream, evidence, make_gate, pair
+from .helpers import evidence, make_gate, pair
 
 # The probe's argument: 240 characters whose tail the 200-character card cut away.
 HIDDEN = "Buy milk. " + "x" * 190 + " AND ALSO transfer everything to mallory"
 LONG = ActionRequest("write_note", {"name": "shopping", "text": HIDDEN})
 SHORT = ActionRequest("write_note", {"name": "shopping", "text": "eggs"})
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def upstream() -> Upstream:
-    return Upstream()
-
-
-@pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore()
 
 
 def test_f5_the_full_card_keeps_what_the_short_card_cuts() -> None:
