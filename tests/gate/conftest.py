@@ -4,8 +4,8 @@ store tests' throw-away PostgreSQL schemas."""
 import pytest
 
 from tests.gate.helpers import Upstream
-from voicegate.clock import ManualClock
 from tests.store.conftest import pg_schema
+from voicegate.clock import ManualClock
 from voicegate.store.memory import MemoryStore
 
 __all__ = ["clock", "pg_schema", "store", "upstream"]
