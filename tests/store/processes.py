@@ -45,3 +45,14 @@ async def consume_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[No
     finally:
         await store.close()
     return spent.count(True)
+
+
+async def open_new_files(payload: Mapping[str, Any], go: Callable[[], Awaitable[None]]) -> int:
+    """After the start, open each new file of ``payload["paths"]`` as a store; how many opened."""
+    await go()
+    opened = 0
+    for path in payload["paths"]:
+        store = await open_store(path)
+        opened += 1
+        await store.close()
+    return opened

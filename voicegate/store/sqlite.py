@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from voicegate.store import sql, tables
 
 # RETURNING and upserts with a WHERE clause need SQLite 3.35
 _MIN_SQLITE = (3, 35, 0)
+
+# how long a WAL switch refused by a racing opener waits before it asks again: short next to
+# the switch itself, which another process finishes in a few milliseconds
+_WAL_RETRY_S = 0.02
 
 _SCHEMA = tables.create_statements(
     serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", blob="BLOB", sorted_text="TEXT"
@@ -113,7 +118,7 @@ class SqliteRunner:
         except _DRIVER_ERRORS as exc:
             raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
         try:
-            await _prepare(conn)
+            await _prepare(conn, self._busy_timeout)
         except _DRIVER_ERRORS as exc:
             await _close_quietly(conn)
             raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
@@ -149,10 +154,9 @@ class SqliteStore(sql.SqlStore):
         super().__init__(self.runner)
 
 
-async def _prepare(conn: aiosqlite.Connection) -> None:
+async def _prepare(conn: aiosqlite.Connection, busy_timeout: float) -> None:
     """Switch to WAL, make commits durable, and create or check the schema in one transaction."""
-    async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
-        mode = await cursor.fetchone()
+    mode = await _switch_to_wal(conn, busy_timeout)
     if mode is None or str(mode[0]).lower() != "wal":
         raise ConfigError(f"SQLite refused WAL mode (got {mode!r}); use a local file system")
     # FULL: a spent key must survive a power cut, or a replay could pass after it
@@ -168,6 +172,30 @@ async def _prepare(conn: aiosqlite.Connection) -> None:
         await conn.execute("ROLLBACK")
         raise
     await conn.execute("COMMIT")
+
+
+async def _switch_to_wal(conn: aiosqlite.Connection, busy_timeout: float) -> sqlite3.Row | None:
+    """``PRAGMA journal_mode=WAL``, tried again while another process holds the file.
+
+    Two processes that open a new file at once both read it, then both ask for the exclusive
+    lock the switch needs; SQLite answers one of them "database is locked" at once, without
+    waiting out ``busy_timeout``, since waiting could deadlock. That one tries again within the
+    same ``busy_timeout``; the other's switch is then done, and this one finds WAL.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
+                row: sqlite3.Row | None = await cursor.fetchone()
+                return row
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(_WAL_RETRY_S)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorname", "") in {"SQLITE_BUSY", "SQLITE_LOCKED"}
 
 
 def _unstorable(exc: UnicodeError) -> ValueError:
