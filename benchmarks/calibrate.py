@@ -104,7 +104,7 @@ def hear(args: argparse.Namespace) -> int:
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(args.langs or ["en"])
-    transcriber = FasterWhisperTranscriber(args.model, threads=args.threads)
+    transcriber = FasterWhisperTranscriber(args.model, threads=args.threads, window=args.window)
     union = {r.text: r for rs in readings(langs).values() for r in rs}
     texts = tuple(union)
     spoken = tuple(SPOKEN[union[t].lang] for t in texts)
@@ -280,6 +280,12 @@ def main() -> int:
         p.add_argument("--cache", required=True)
         p.add_argument("--fsdd-takes", type=int, default=50, help="takes per digit and speaker")
         p.add_argument("--threads", type=int, default=2)
+        p.add_argument(
+            "--window",
+            choices=("full", "short"),
+            default=None,
+            help="the encoder window to hear at (default: the model's calibration)",
+        )
         p.add_argument("--per-word", type=int, default=10**6, help="speech_commands clips a word")
         p.add_argument("--json", default=None)
         p.add_argument("--support-sweep", action="store_true")

@@ -215,3 +215,16 @@ def test_every_reading_and_transcript_gets_a_whole_sequence_score(
     # "the second one" spelt as the transcript is the same hypothesis, and the likeliest.
     best = max(hearing.scores, key=lambda pair: pair[1])
     assert best[0] == "the second one", hearing.scores
+
+
+def test_a_short_window_decides_the_committed_clips_without_a_wrong_release() -> None:
+    """The short encoder window (voice/windows.py) on the shipped clips: the same paths hold."""
+    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
+    short = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2, window="short")
+    rows = clips(lang="en", source="piper") + clips(source="fsdd")
+    decisions = decide_clips(VoicePipeline(short, None), rows)
+    for row, decision in zip(rows, decisions, strict=True):
+        if decision.releases:
+            assert decision == expected(row["expect"]), row["file"]
+    second = [d for r, d in zip(rows, decisions, strict=True) if "second_one" in r["file"]]
+    assert second == [Decision(Kind.CHOOSE, card=2)]

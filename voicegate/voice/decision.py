@@ -92,6 +92,9 @@ class Calibration:
     # What the recogniser must still give a clear match of a user whose speech is hard for
     # recognisers before the match decides "alone" (``fuse``); infinity keeps that path shut.
     alone: float = math.inf
+    # The encoder window the numbers were fitted at: "full" (Whisper's 30 s) or "short" (the
+    # clip and a second, voice/whisper.py); the recogniser hears at this one.
+    window: str = "full"
 
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""

@@ -9,7 +9,8 @@ normalises over text tokens only, and end-of-text gets no probability there.) Wi
 one language, a text's score also holds the language's own probability from Whisper's language
 detection, so every score is log P(text, language | audio) and all of them compare. Where the
 model's calibration names one, the question asked comes first as Whisper's previous text
-(voice/prompts.py), for the free transcripts and the readings alike.
+(voice/prompts.py), for the free transcripts and the readings alike. The encoder window, 30 s
+or short, is the one the model was calibrated at (voice/windows.py).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import numpy.typing as npt
 
 from voicegate.errors import ModelError
 from voicegate.reasons import Reason
-from voicegate.voice import calibration, models
+from voicegate.voice import calibration, models, windows
 from voicegate.voice.prompts import Prompt, spelled
 from voicegate.voice.transcribe import (
     HOP,
+    SAMPLE_RATE,
     WINDOW_FRAMES,
     Heard,
     Hearing,
@@ -45,7 +47,8 @@ BEAM = 5
 # Encoder frames (20 ms each) kept after the end of the clip for the forced decodings. The
 # decoder's cross-attention over all 1500 frames dominates their cost; over the clip plus 1 s
 # the ranking of readings was unchanged on FSDD, about 50x faster. The beam search keeps the
-# whole window: trimmed, it went from 17/30 to 6/30 right (docs/voice.md).
+# whole encoded window: trimmed after a 30 s encoding, it went from 17/30 to 6/30 right
+# (docs/voice.md). A short window (voice/windows.py) is encoded short instead.
 SCORE_TAIL_FRAMES = 50
 # A language Whisper's detection gives less than this share of the allowed ones is not decoded:
 # all its hypotheses together could carry at most that much of the probability, and decoding
@@ -68,12 +71,16 @@ class FasterWhisperTranscriber:
         threads: int = 0,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
         max_new_tokens: int = 32,
+        window: str | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         import ctranslate2
         import tokenizers
         from faster_whisper.feature_extractor import FeatureExtractor
 
+        heard_at = window or calibration.of(model).window
+        if heard_at not in windows.WINDOWS:
+            raise ValueError(f"window must be 'full' or 'short', not {heard_at!r}")
         path = models.ensure(model)
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
@@ -94,6 +101,7 @@ class FasterWhisperTranscriber:
         self._features = FeatureExtractor(feature_size=self._model.n_mels)
         self._thresholds = thresholds
         self._max_new_tokens = max_new_tokens
+        self.window = heard_at
         self._clock = clock
         self._prompts: dict[tuple[str, str], Prompt] = {}
 
@@ -114,7 +122,9 @@ class FasterWhisperTranscriber:
         import ctranslate2
 
         t0 = self._clock()
-        feats = np.stack([self._mel(u.samples) for u in utterances])
+        mels = [self._mel(u.samples) for u in utterances]
+        width = windows.frames(self.window, max(mel.shape[1] for mel in mels))
+        feats = np.stack([windows.fit(mel, width) for mel in mels])
         # On the host even with CUDA: the forced decodings slice it with numpy (3 MB a clip).
         full = np.asarray(
             self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
@@ -122,7 +132,8 @@ class FasterWhisperTranscriber:
         t1 = self._clock()
         priors = self._priors(full, [self._spoken(u) for u in utterances])
         spoken = [tuple(prior) for prior in priors]
-        free = self._free(full, spoken, [u.question for u in utterances])
+        seconds = [len(u.samples) / SAMPLE_RATE for u in utterances]
+        free = self._free(full, spoken, [u.question for u in utterances], seconds)
         t2 = self._clock()
         scores = self._scores(full, utterances, spoken, free)
         t3 = self._clock()
@@ -170,6 +181,8 @@ class FasterWhisperTranscriber:
         refusal = None
         if self._thresholds.says_silence(top.no_speech_prob, top.avg_logprob):
             refusal = Reason.NO_SPEECH
+        elif top.cut:
+            refusal = Reason.UNCLEAR
         # A reading in a language not decoded (not allowed, or too unlikely) has no score.
         readings = tuple(
             (text, prior.get(lang, -math.inf) + scores.get((lang, text), -math.inf))
@@ -190,10 +203,7 @@ class FasterWhisperTranscriber:
     def _mel(self, samples: Samples) -> npt.NDArray[np.float32]:
         x = np.asarray(samples, dtype=np.float32)
         heard = np.concatenate([np.zeros(lead_in(x), np.float32), x])
-        mel = self._features(heard)[:, :WINDOW_FRAMES]
-        if mel.shape[1] < WINDOW_FRAMES:
-            mel = np.pad(mel, ((0, 0), (0, WINDOW_FRAMES - mel.shape[1])))
-        return np.ascontiguousarray(mel, dtype=np.float32)
+        return np.asarray(self._features(heard)[:, :WINDOW_FRAMES], dtype=np.float32)
 
     def _spoken(self, u: Utterance) -> tuple[str, ...]:
         """The allowed languages this model can hear; an English-only model knows only "en"."""
@@ -228,7 +238,11 @@ class FasterWhisperTranscriber:
         return priors
 
     def _free(
-        self, full: Any, spoken: Sequence[tuple[str, ...]], questions: Sequence[str]
+        self,
+        full: Any,
+        spoken: Sequence[tuple[str, ...]],
+        questions: Sequence[str],
+        seconds: Sequence[float],
     ) -> list[dict[str, _Free]]:
         """The beam search's transcripts of each clip in each of its languages."""
         import ctranslate2
@@ -245,7 +259,7 @@ class FasterWhisperTranscriber:
                 [tok.tokens for _ in rows],
                 beam_size=BEAM,
                 num_hypotheses=BEAM,
-                max_length=self._max_new_tokens + tok.extra_length,
+                max_length=max(self._new_tokens(seconds[i]) for i in rows) + tok.extra_length,
                 return_scores=True,
                 return_no_speech_prob=True,
                 suppress_blank=True,
@@ -254,7 +268,9 @@ class FasterWhisperTranscriber:
                 texts = tuple(dict.fromkeys(tok.decode(t).strip() for t in result.sequences_ids))
                 # With length_penalty=1 CTranslate2's score is the length-normalised log-prob.
                 avg = float(result.scores[0]) if result.scores else 0.0
-                out[i][lang] = _Free(texts or ("",), float(result.no_speech_prob), avg)
+                best = result.sequences_ids[0] if result.sequences_ids else []
+                cut = len(best) >= self._new_tokens(seconds[i]) and not windows.loops(texts[0])
+                out[i][lang] = _Free(texts or ("",), float(result.no_speech_prob), avg, cut)
         return out
 
     def _scores(
@@ -358,6 +374,9 @@ class FasterWhisperTranscriber:
             scores.append(total)
         return scores
 
+    def _new_tokens(self, seconds: float) -> int:
+        return windows.new_tokens(self.window, self._max_new_tokens, seconds)
+
     def _context(self, question: str, lang: str) -> str:
         """The question this model is told was asked, in ``lang`` ("" for none)."""
         return calibration.prompt(self.model, question, lang)
@@ -376,3 +395,5 @@ class _Free:
     texts: tuple[str, ...]
     no_speech_prob: float
     avg_logprob: float
+    # The best transcript was stopped by the short window's token limit, and is not a loop.
+    cut: bool = False
