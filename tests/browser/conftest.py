@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.browser.kit import CHROMIUM, SPEECH, Server, launch, open_page
+from tests.browser.served import Served
 from tests.conftest import require
 
 
@@ -16,6 +17,14 @@ from tests.conftest import require
 def server() -> Iterator[Server]:
     running = Server()
     running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    """The whole app (``build_app``) with the notes server upstream, for a module's tests."""
+    running = Served()
     yield running
     running.stop()
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from tests.conftest import FIXTURES, ROOT, require
 from tests.device.kit import Executed
 from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
+from voicegate.errors import ModelError
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.secrets import KeyRing
@@ -36,7 +37,7 @@ MIN_TARGET = 44
 ACTIONABLE = (
     "button:visible, a[href]:visible, input:visible, summary:visible, [role=button]:visible"
 )
-# The page's hold-to-talk threshold (HOLD_MS in approve.js), plus room to spare.
+# The page's hold-to-talk threshold (HOLD_MS in recorder.js), plus room to spare.
 HOLD_MS = 600 + 300
 # Holds getUserMedia back until the test calls ``startMicrophone()``: a slow microphone.
 SLOW_MICROPHONE = """
@@ -47,6 +48,40 @@ SLOW_MICROPHONE = """
   const started = new Promise((resolve) => { ready = resolve; });
   window.startMicrophone = () => ready();
   devices.getUserMedia = async (constraints) => { await started; return real(constraints); };
+})();
+"""
+# A microphone that says a new "word" each time it starts: a buzz gliding up from a pitch 20 %
+# above the last one's (past the 8 % rate change the replay guard still matches), so no take is
+# a replay of another. Chromium's fake microphone restarts its file on every start instead.
+# ``window.holdMicrophone = true`` holds the next start until ``startMicrophone()``.
+VARIED_MICROPHONE = """
+(() => {
+  let count = 0;
+  let release = null;
+  window.holdMicrophone = false;
+  window.startMicrophone = () => { if (release) release(); };
+  navigator.mediaDevices.getUserMedia = async () => {
+    if (window.holdMicrophone) await new Promise((resolve) => { release = resolve; });
+    count += 1;
+    const context = new AudioContext();
+    const out = context.createMediaStreamDestination();
+    const buzz = context.createOscillator();
+    const level = context.createGain();
+    const at = context.currentTime + 0.2;
+    const pitch = 110 * Math.pow(1.2, count);
+    buzz.type = "sawtooth";
+    buzz.frequency.setValueAtTime(pitch, at);
+    buzz.frequency.linearRampToValueAtTime(pitch * 1.5, at + 0.5);
+    level.gain.setValueAtTime(0, 0);
+    level.gain.setValueAtTime(0, at);
+    level.gain.linearRampToValueAtTime(0.3, at + 0.05);
+    level.gain.setValueAtTime(0.3, at + 0.45);
+    level.gain.linearRampToValueAtTime(0, at + 0.5);
+    buzz.connect(level).connect(out);
+    buzz.start();
+    await context.resume();
+    return out.stream;
+  };
 })();
 """
 NOTES = [
@@ -72,6 +107,7 @@ class Server:
         import uvicorn
         from fastapi import FastAPI
 
+        from voicegate.device.enrol import enrol_router
         from voicegate.device.routes import device_router
         from voicegate.web.approve import approve_router
 
@@ -91,6 +127,7 @@ class Server:
         self.services = Services(self.store, self.gate, voice_pipeline(self.store), self.clock)
         app = FastAPI()
         app.include_router(device_router(self.services))
+        app.include_router(enrol_router(self.services))
         app.include_router(approve_router(self.services))
         with contextlib.closing(socket.socket()) as s:
             s.bind(("127.0.0.1", 0))
@@ -131,22 +168,29 @@ class Server:
 
 
 def voice_pipeline(store: Any) -> Any:
-    """The real recogniser pipeline (tiny.en on the CPU, replay guard on ``store``), or None."""
+    """The real recogniser pipeline (tiny.en on the CPU, replay guard and the users' taught
+    answers on ``store``, as ``voicegate serve`` builds it), or None."""
     try:
-        from voicegate.voice.fingerprint import ReplayGuard
-        from voicegate.voice.pipeline import VoicePipeline
-        from voicegate.voice.whisper import FasterWhisperTranscriber
+        from voicegate.voice.pipeline import default_pipeline
 
-        transcriber = FasterWhisperTranscriber("tiny.en", device="cpu")
-    except (ImportError, OSError, ValueError, RuntimeError):
+        return default_pipeline(
+            store.fingerprints, model="tiny.en", device="cpu", templates=store.templates
+        )
+    except (ImportError, OSError, ValueError, RuntimeError, ModelError):
         return None
-    return VoicePipeline(transcriber, ReplayGuard(store.fingerprints))
 
 
 def launch(playwright: Any, microphone: Path) -> Any:
     """Headless Chromium whose fake microphone plays ``microphone`` (a WAV file) in a loop."""
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=chromium_args(microphone)
+    )
+
+
+def chromium_args(microphone: Path) -> list[str]:
+    """Chromium's switches: headless, offline, and a fake microphone playing ``microphone``."""
     require(microphone.exists(), f"the fake microphone clip {microphone}")
-    args = [
+    return [
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -159,7 +203,6 @@ def launch(playwright: Any, microphone: Path) -> Any:
         "--use-fake-device-for-media-stream",
         f"--use-file-for-fake-audio-capture={microphone}",
     ]
-    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
 
 
 @contextlib.contextmanager
@@ -186,6 +229,30 @@ def open_page(
     assert requested and all(_same_origin(url, server.url) for url in requested), requested
 
 
+@contextlib.contextmanager
+def open_profile(playwright: Any, profile: Path, microphone: Path, server: Any) -> Iterator[Any]:
+    """A page of Chromium started on the lasting ``profile`` (its device key stays there across
+    starts), its fake microphone playing ``microphone``; on leaving, no script errors."""
+    context = playwright.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=chromium_args(microphone),
+        base_url=server.url,
+        viewport={"width": 420, "height": 860},
+    )
+    context.grant_permissions(["microphone"], origin=server.url)
+    opened = context.pages[0] if context.pages else context.new_page()
+    opened.set_default_timeout(30_000)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield opened
+    finally:
+        context.close()
+    assert errors == []
+
+
 def _same_origin(url: str, origin: str) -> bool:
     # blob: and data: URLs are made in the page (recordings), and never leave the machine.
     return url.startswith((origin + "/", "blob:", "data:"))
@@ -203,14 +270,15 @@ def assert_targets_are_large(page: Any) -> None:
     assert small == []
 
 
-def pair(page: Any, server: Server, query: str = "") -> None:
+def pair(page: Any, server: Any, query: str = "", user: str | None = None) -> None:
+    """Pair ``page`` with a fresh code, for ``user`` (the server's default one when None)."""
     # Every test pairs a fresh browser from 127.0.0.1: each starts a new pairing-budget window,
     # so the per-address budget (tests/device/test_pairing.py) does not cap how many tests run.
     server.clock.offset += BUDGET_WINDOW
     page.goto("/approve" + query)
     page.get_by_label("Pairing code").wait_for()
     assert_targets_are_large(page)
-    page.get_by_label("Pairing code").fill(server.code())
+    page.get_by_label("Pairing code").fill(server.code() if user is None else server.code(user))
     page.get_by_role("button", name="Pair this device").click()
     page.locator("#cards-section").wait_for(state="visible")
 

@@ -2,8 +2,9 @@
 
 axe-core (from npm, ``package.json``) audits every state of the page, light and dark, at 320 CSS
 pixels: unpaired, a wrong code, pairing, nothing waiting, cards, a card shown in full, recording,
-a voice result, a tap result and the final step of a high-risk card. Each state is also saved as
-a screenshot; ``scripts/screens`` sends them to ``docs/screens/``. The other tests check what
+a voice result, a tap result and the final step of a high-risk card; and "Teach my answers"
+opened, recording a take, with takes saved, and with an answer taught. Each state is also saved
+as a screenshot; ``scripts/screens`` sends them to ``docs/screens/``. The other tests check what
 axe cannot: announcements of new and closed sets, where focus goes, More time per set, F5's
 "Show all" before a yes, and result texts that never contradict the transcript.
 """
@@ -21,6 +22,7 @@ from tests.browser.kit import (
     ARTIFACTS,
     NOTES,
     SLOW_MICROPHONE,
+    VARIED_MICROPHONE,
     Server,
     approve_button,
     expect,
@@ -154,6 +156,46 @@ def test_axe_finds_no_violation_in_any_page_state(
         expect(final).to_have_text("Approve")
         check("10-high-risk-final")
         server.run(server.gate.cancel(risky.id, user="asha"))
+    assert found == {state: [] for state in found}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_violation_in_the_teach_view(
+    browser: Any, server: Server, axe_source: str, scheme: str
+) -> None:
+    found: dict[str, list[dict[str, Any]]] = {}
+    with open_page(browser, server, scheme, width=NARROW) as page:
+
+        def check(state: str) -> None:
+            found[state] = audit(page, axe_source, state, scheme)
+
+        page.add_init_script(VARIED_MICROPHONE)
+        # A user of this test's own: no take here is a replay of another test's.
+        pair(page, server, "?max_record_ms=1500", user=f"teach-{scheme}")
+        page.get_by_role("button", name="Teach my answers", exact=True).click()
+        expect(page.locator("#teach-pick button")).to_have_count(8)
+        check("11-teach")
+
+        page.get_by_role("button", name="Yes", exact=True).click()
+        page.get_by_label("Your own word or sound").fill("haan")
+        record = page.locator("#teach-record")
+        page.evaluate("window.holdMicrophone = true")
+        record.click()
+        expect(record).to_have_attribute("aria-pressed", "true")
+        check("12-teach-recording")
+        page.evaluate("window.holdMicrophone = false; window.startMicrophone()")
+        status = page.locator("#teach-status")
+        expect(status).to_contain_text("Take 1 of 3 saved")
+        record.click()
+        expect(status).to_contain_text("Take 2 of 3 saved")
+        expect(page.locator("#takes li")).to_have_count(2)
+        check("13-teach-takes")
+
+        record.click()
+        expect(status).to_contain_text("Yes “haan” is taught.")
+        page.get_by_role("button", name="My speech is hard for recognisers").click()
+        expect(status).to_contain_text("marked as hard for recognisers")
+        check("14-teach-taught")
     assert found == {state: [] for state in found}
 
 

@@ -1,6 +1,7 @@
 // The approve page: pair once, then show this user's waiting cards and send signed answers.
 // Modules: device.js (key and signed requests), pairing.js, cards.js (one set on screen),
-// voice.js (the Speak button), texts.js (what the page says), dom.js (helpers).
+// voice.js (the Speak button), recorder.js (the microphone), teach.js and answers.js
+// ("Teach my answers"), texts.js (what the page says), dom.js (helpers).
 
 import { $, el, say } from "/approve/dom.js";
 import { forgetDevice, loadDevice, now, postJson, session, signedFetch } from "/approve/device.js";
@@ -8,6 +9,7 @@ import { bindPairing } from "/approve/pairing.js";
 import { buildSet, tick as tickSets } from "/approve/cards.js";
 import { answerLines, cardLabels, setLabel, timeWords } from "/approve/texts.js";
 import { speakButton } from "/approve/voice.js";
+import { bindTeach, teachFor } from "/approve/teach.js";
 
 const POLL_MS = 1500;
 // Remembered in this browser: answers from here come from a switch interface.
@@ -47,6 +49,7 @@ function showPairing(message = "") {
   $("cards-section").hidden = true;
   $("receipts-box").hidden = true;
   $("forget").hidden = true;
+  teachFor(null);
   $("device-line").textContent = "This device is not paired yet.";
   $("pair-error").textContent = message;
 }
@@ -58,6 +61,7 @@ function showCards() {
   $("forget").hidden = false;
   const kind = session.device.kind === "voice" ? "tap and voice" : "tap only";
   $("device-line").textContent = `Answering for ${session.device.user} (${kind}).`;
+  teachFor(session.device);
   startPolling();
   loadReceipts();
 }
@@ -365,6 +369,7 @@ async function start() {
     $("cards-title").focus();
   });
   $("switch-mode").addEventListener("click", toggleSwitch);
+  bindTeach();
   showSwitchSetting(usesSwitch());
   $("forget").addEventListener("click", async () => {
     await forgetDevice();

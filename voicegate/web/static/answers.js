@@ -1,0 +1,71 @@
+// What "Teach my answers" says: the answers one may teach, their names, and the takes taught
+// so far grouped by answer. Pure functions of the server's JSON (GET /device/enrol), so a test
+// can check them without a server.
+
+// The meanings the server stores, by the name the page shows for each.
+const NAMES = {
+  confirm: "Yes",
+  cancel: "No",
+  more_time: "Wait",
+  "choose:1": "One",
+  "choose:2": "Two",
+  "choose:3": "Three",
+  "choose:4": "Four",
+  "choose:5": "Five",
+};
+
+export function meaningName(meaning) {
+  return NAMES[meaning] || meaning;
+}
+
+// "Yes", or "Yes “haan”" when the user named their own word for it.
+export function answerName(meaning, label) {
+  return label ? `${meaningName(meaning)} “${label}”` : meaningName(meaning);
+}
+
+export function cleanLabel(text) {
+  return (text || "").trim().replace(/\s+/g, " ");
+}
+
+// One entry per answer taught (a meaning and the user's word for it), in the order of the
+// server's ``meanings`` and then by word; each with its takes, oldest first. ``places`` maps a
+// take recorded again to the time of the take it replaced, so it keeps its number.
+export function groups(data, places = new Map()) {
+  const order = data.meanings || Object.keys(NAMES);
+  const when = (take) => places.get(take.id) ?? take.created_at;
+  const byKey = new Map();
+  for (const take of [...data.templates].sort((a, b) => when(a) - when(b))) {
+    const key = `${take.meaning}\n${take.label}`;
+    if (!byKey.has(key)) byKey.set(key, { meaning: take.meaning, label: take.label, takes: [] });
+    byKey.get(key).takes.push(take);
+  }
+  return [...byKey.values()].sort((a, b) =>
+    order.indexOf(a.meaning) - order.indexOf(b.meaning) || a.label.localeCompare(b.label));
+}
+
+export function takesOf(data, meaning, label, places = new Map()) {
+  const found = groups(data, places).find((g) => g.meaning === meaning && g.label === label);
+  return found ? found.takes : [];
+}
+
+export function takeCount(n) {
+  return `${n} take${n === 1 ? "" : "s"}`;
+}
+
+// The heading over the takes of the answer being taught.
+export function progressTitle(name, done, wanted) {
+  return done >= wanted
+    ? `${name}: taught, ${takeCount(done)}`
+    : `${name}: take ${done + 1} of ${wanted}`;
+}
+
+// The line the status region reads after a take was saved.
+export function savedLine(name, done, wanted, redone) {
+  const what = redone
+    ? `Take ${redone} of ${name} recorded again.`
+    : `Take ${done} of ${wanted} saved for ${name}.`;
+  if (done >= wanted) {
+    return `${what} ${name} is taught. Pick another answer, or play, redo or delete a take.`;
+  }
+  return `${what} Now take ${done + 1} of ${wanted}: press Record and say it again.`;
+}

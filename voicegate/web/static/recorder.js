@@ -1,0 +1,90 @@
+// The microphone, one recording at a time for the whole page: the Speak buttons of the cards
+// and the Record button of "Teach my answers" share it. A button records while held, or from
+// one press to the next, so a keyboard, a switch or a screen reader needs no holding at all.
+
+import { say } from "/approve/dom.js";
+
+const HOLD_MS = 600; // a press longer than this is hold-to-talk; shorter starts press-to-record
+const params = new URLSearchParams(location.search);
+// A recording stops by itself after this long; a press stops it sooner. Nothing is lost when it
+// does: the user hears what was kept, and may record again.
+export const MAX_RECORD_MS =
+  Math.min(15000, Math.max(1000, Number(params.get("max_record_ms")) || 8000));
+
+// {owner, done(blob), media, stream, pressedAt, timer, chunks, stopWanted}
+let active = null;
+
+export const recording = () => active;
+
+// Starts recording for ``owner`` (any value the caller recognises). ``done(blob)`` gets the
+// recording; ``failed()`` is called when the microphone cannot start. False when busy.
+export function start(owner, done, failed) {
+  if (active) return false;
+  const rec = { owner, done, pressedAt: performance.now(), chunks: [] };
+  active = rec;
+  open(rec, failed);
+  return true;
+}
+
+async function open(rec, failed) {
+  try {
+    rec.stream = await navigator.mediaDevices.getUserMedia({
+      audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: true },
+    });
+    const type = MediaRecorder.isTypeSupported("audio/webm;codecs=opus")
+      ? "audio/webm;codecs=opus" : "";
+    rec.media = new MediaRecorder(rec.stream, type ? { mimeType: type } : {});
+    rec.media.ondataavailable = (event) => { if (event.data.size) rec.chunks.push(event.data); };
+    rec.media.onstop = () => finish(rec);
+    rec.media.start();
+    // Released (or pressed again) while the microphone was still starting: stop right away
+    // rather than listen on until MAX_RECORD_MS.
+    if (rec.stopWanted) {
+      rec.media.stop();
+      return;
+    }
+    rec.timer = setTimeout(stop, MAX_RECORD_MS);
+    say("Listening.");
+  } catch (err) {
+    if (rec.stream) rec.stream.getTracks().forEach((track) => track.stop());
+    active = null;
+    failed();
+  }
+}
+
+export function stop() {
+  const rec = active;
+  if (!rec) return;
+  if (!rec.media) {
+    rec.stopWanted = true; // the microphone is still starting; open() stops it
+    return;
+  }
+  if (rec.media.state === "inactive") return;
+  clearTimeout(rec.timer);
+  rec.media.stop();
+}
+
+function finish(rec) {
+  rec.stream.getTracks().forEach((track) => track.stop());
+  active = null;
+  rec.done(new Blob(rec.chunks, { type: rec.media.mimeType || "audio/webm" }));
+}
+
+// Hold-to-talk or press-to-record on ``button``: ``toggle()`` starts or stops; ``mine()`` says
+// whether the recording now running is this button's, so a long hold stops it on release.
+export function pressToRecord(button, toggle, mine) {
+  let byPointer = false;
+  button.addEventListener("pointerdown", (event) => {
+    byPointer = true;
+    event.preventDefault();
+    toggle();
+  });
+  button.addEventListener("pointerup", () => {
+    if (active && mine() && performance.now() - active.pressedAt > HOLD_MS) stop();
+  });
+  button.addEventListener("click", () => {
+    // Keyboards, switches and screen readers click without a pointer: toggle.
+    if (byPointer) { byPointer = false; return; }
+    toggle();
+  });
+}
