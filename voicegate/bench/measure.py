@@ -26,6 +26,8 @@ class Options:
     quick: bool = False
     device: str = "cpu"
     model: str = DEFAULT_MODEL
+    # The encoder window for p1 and p2; None: the one the model is calibrated at.
+    window: str | None = None
     pg_dsn: str = DEFAULT_PG_DSN
     work: Path = Path("bench-out")
     cache: Path = Path.home() / ".cache" / "voicegate" / "bench"

@@ -132,7 +132,9 @@ class TimedStore:
 
 
 @contextlib.asynccontextmanager
-async def voice_app(model: str, device: str) -> AsyncIterator[tuple[Harness, RecordingPipeline]]:
+async def voice_app(
+    model: str, device: str, window: str | None = None
+) -> AsyncIterator[tuple[Harness, RecordingPipeline]]:
     """The app with the real recogniser on a SQLite store in a temporary folder."""
     from voicegate.mcp.notes import build_notes_server
     from voicegate.mcp.policy import Policy
@@ -146,7 +148,9 @@ async def voice_app(model: str, device: str) -> AsyncIterator[tuple[Harness, Rec
     with tempfile.TemporaryDirectory(prefix="voicegate-bench-") as folder:
         store = await open_store(str(Path(folder) / "gate.db"))
         timed = TimedStore(store)
-        transcriber = CountingTranscriber(FasterWhisperTranscriber(model, device=device))
+        transcriber = CountingTranscriber(
+            FasterWhisperTranscriber(model, device=device, window=window)
+        )
         pipeline = RecordingPipeline(transcriber, ReplayGuard(store.fingerprints))
         pipeline.results = []
         config = ServerConfig()
