@@ -15,8 +15,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     # name: (help, "module:add_arguments", "module:run")
     "eval": (
         "Run an audio manifest end to end and count false releases",
-        "voicegate.eval.runner:add_arguments",
-        "voicegate.eval.runner:run",
+        "voicegate.eval.command:add_arguments",
+        "voicegate.eval.command:run",
     ),
     "receipts": (
         "List, show, export or verify the receipt chain",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from voicegate.device.pairing import PairingLimits
 from voicegate.gate.core import Gate
 from voicegate.limits import BODY_TIMEOUT, RateLimits
 from voicegate.observe import Events
@@ -36,6 +37,7 @@ class Settings:
     # How far a device's signed timestamp may be from the server clock, in seconds.
     signature_window: float = 60.0
     rate_limits: RateLimits = field(default_factory=RateLimits)
+    pairing_limits: PairingLimits = field(default_factory=PairingLimits)
     # Voice uploads one process holds at once (the pipeline's own queue holds 16 by default).
     max_voice_in_flight: int = 16
     # Seconds a device request's whole body may take to arrive (``BODY_TIMEOUT``).

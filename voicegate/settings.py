@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from voicegate.device.pairing import PairingLimits
 from voicegate.errors import ConfigError
 from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
@@ -52,6 +53,8 @@ class ServerConfig:
     rate_limits: RateLimits = field(default_factory=RateLimits)
     # Open sets per user, proposals per agent token per window, bytes of one card's arguments.
     proposal_limits: ProposalLimits = field(default_factory=ProposalLimits)
+    # Pairing attempts per address and in all per window (``voicegate.device.pairing``).
+    pairing_limits: PairingLimits = field(default_factory=PairingLimits)
     # A release still ``executing`` this long after its claim is taken as interrupted and
     # settled as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is
     # settled by whichever replica sweeps next.

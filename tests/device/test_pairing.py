@@ -169,6 +169,40 @@ async def test_new_code_does_not_reset_an_address_budget(
     assert counted.checks == pairing.ADDRESS_LIMIT
 
 
+async def test_chosen_pairing_limits_bound_the_checks_in_place_of_the_defaults(
+    store: Store, clock: ManualClock, counted: CountingPairings
+) -> None:
+    tight = pairing.PairingLimits(per_address=2, in_all=3, window=60.0)
+    code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
+
+    async def attempt(c: str, address: str) -> Reason | None:
+        try:
+            await complete_pairing(
+                store, c, GUESS_KEY, source_address=address, keys=KEYS, clock=clock, limits=tight
+            )
+        except DeviceRefused as refused:
+            return refused.reason
+        return None
+
+    wrong = wrong_codes(code, 4)
+    assert [await attempt(c, GUESSER) for c in wrong[:3]] == [
+        Reason.BAD_PAIRING_CODE,
+        Reason.BAD_PAIRING_CODE,
+        Reason.PAIRING_BUDGET,
+    ]
+    assert await attempt(wrong[3], "10.0.0.1") is Reason.BAD_PAIRING_CODE
+    assert await attempt(code, OWNER) is Reason.PAIRING_BUDGET
+    assert counted.checks == tight.in_all
+    clock.advance(tight.window)
+    assert await attempt(code, OWNER) is None
+
+
+def test_pairing_limits_must_be_positive() -> None:
+    for bad in ({"per_address": 0}, {"in_all": -1}, {"window": 0.0}):
+        with pytest.raises(ValueError):
+            pairing.PairingLimits(**bad)  # type: ignore[arg-type]
+
+
 def test_ipv6_addresses_share_a_budget_per_64_network() -> None:
     a = pairing.address_key("2001:db8:1:2::1")
     b = pairing.address_key("2001:db8:1:2:ffff::9")

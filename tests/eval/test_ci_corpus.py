@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES, FSDD, require
-from voicegate.eval import runner
+from voicegate.eval import local, runner
 from voicegate.eval.manifest import load
 from voicegate.eval.report import summary
 
@@ -19,7 +19,7 @@ async def test_the_ci_corpus_releases_nothing_it_should_not() -> None:
     require(FSDD.is_dir(), f"the FSDD corpus at {FSDD}")
     cases = load(CI_MANIFEST)
     assert len(cases) >= 100
-    async with runner.in_process(runner.whisper_voice("base", ("en", "hi"))) as harness:
+    async with local.in_process(local.whisper_voice("base", ("en", "hi"))) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
     doc = summary(results)
     false = [r for r in doc["results"] if r["false_release"]]

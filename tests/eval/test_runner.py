@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from voicegate.eval import runner
+from voicegate.eval import command, local, runner
 from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
 from voicegate.gate.types import Decision
@@ -90,7 +90,7 @@ async def test_a_perfect_recogniser_scores_every_case_and_writes_the_right_cards
     tmp_path: Path,
 ) -> None:
     cases, table = manifest(tmp_path)
-    async with runner.in_process(lambda _: Scripted(table)) as harness:
+    async with local.in_process(lambda _: Scripted(table)) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
     doc = summary(results)
     assert (doc["correct"], doc["false_releases"]) == (len(CASES), 0)
@@ -100,7 +100,7 @@ async def test_a_perfect_recogniser_scores_every_case_and_writes_the_right_cards
 
 async def test_a_yes_man_recogniser_is_caught_releasing(tmp_path: Path) -> None:
     cases, _ = manifest(tmp_path)
-    async with runner.in_process(lambda _: Scripted(always=Decision(Kind.CONFIRM))) as harness:
+    async with local.in_process(lambda _: Scripted(always=Decision(Kind.CONFIRM))) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
     false = {r.id for r in results if r.false_release}
     # On one open card or the final card a yes runs a write; several open cards stay ambiguous.
@@ -110,7 +110,7 @@ async def test_a_yes_man_recogniser_is_caught_releasing(tmp_path: Path) -> None:
 
 async def test_a_wrong_card_is_a_false_release(tmp_path: Path) -> None:
     cases, _ = manifest(tmp_path)
-    async with runner.in_process(lambda _: Scripted(always=Decision(Kind.CHOOSE, 1))) as harness:
+    async with local.in_process(lambda _: Scripted(always=Decision(Kind.CHOOSE, 1))) as harness:
         (result,) = await runner.evaluate(cases[:1], harness, progress=False)
     assert (result.write, result.false_release) == (1, True)
 
@@ -118,7 +118,7 @@ async def test_a_wrong_card_is_a_false_release(tmp_path: Path) -> None:
 def test_the_command_exits_2_on_a_bad_manifest(tmp_path: Path) -> None:
     (tmp_path / "m.jsonl").write_text('{"id": 1}\n', encoding="utf-8")
     args = argparse.Namespace(manifest=tmp_path / "m.jsonl", limit=None, url=None, agent=False)
-    assert runner.run(args) == 2
+    assert command.run(args) == 2
 
 
 def test_answers_parse_whatever_the_status() -> None:
@@ -146,7 +146,7 @@ async def test_a_hundred_answers_from_one_user_are_all_decided_not_throttled(
                                 "lang": "en", "user": "u0"}))  # fmt: skip
     (tmp_path / "m.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
     cases = load(tmp_path / "m.jsonl")
-    async with runner.in_process(lambda _: Scripted(always=Decision(Kind.CONFIRM))) as harness:
+    async with local.in_process(lambda _: Scripted(always=Decision(Kind.CONFIRM))) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
     doc = summary(results)
     assert (doc["correct"], doc["throttled"]) == (100, 0)
@@ -154,7 +154,7 @@ async def test_a_hundred_answers_from_one_user_are_all_decided_not_throttled(
 
 def test_the_eval_defaults_to_the_servers_model_and_language() -> None:
     parser = argparse.ArgumentParser()
-    runner.add_arguments(parser)
+    command.add_arguments(parser)
     args = parser.parse_args(["--manifest", "m.jsonl"])
     assert (args.model, args.langs) == (None, None)  # tiny.en and English, as voicegate serve
     assert "tiny.en" in parser.format_help() and "default: en" in parser.format_help()
@@ -213,14 +213,14 @@ async def test_enrolment_lines_are_taught_through_the_device_api_and_are_not_cas
     tmp_path: Path,
 ) -> None:
     cases = enrolment_manifest(tmp_path)
-    async with runner.in_process(unsure) as harness:
+    async with local.in_process(unsure) as harness:
         results = await runner.evaluate(cases, harness, progress=False)
         stored = await harness.store.templates.list("u1")
     assert [r.id for r in results] == ["new-two", "replayed"]
     assert (results[0].write, results[1].reason) == (2, Reason.AUDIO_REUSED)
     assert len(stored) == 6
     args = argparse.Namespace(json=None, report=None)
-    doc = runner.write_outputs(results, args, harness.taught)
+    doc = command.write_outputs(results, args, harness.taught)
     assert doc["cases"] == 2
     assert doc["enrolment"] == {
         "takes": 7,

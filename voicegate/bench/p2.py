@@ -17,7 +17,7 @@ from typing import Any
 
 from voicegate.bench.measure import Options, median, rss_mib
 from voicegate.bench.voice_app import RssSampler, one_second_clip, ready_answer, upload, voice_app
-from voicegate.eval.runner import Harness
+from voicegate.eval.local import Harness
 
 DEVICES = 16
 

@@ -1,7 +1,7 @@
 """The real app in this process for P1 and P2: SQLite store, notes upstream, Whisper, devices.
 
 Uploads go through the device API over an ASGI transport, signed by paired P-256 devices
-(``voicegate.eval.runner.Harness``). The pipeline and the store are wrapped only to record
+(``voicegate.eval.local.Harness``). The pipeline and the store are wrapped only to record
 what each step took; every call still reaches the real component.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import httpx
 import soundfile
 
-from voicegate.eval.runner import Harness, PairedDevice
+from voicegate.eval.harness import PairedDevice
+from voicegate.eval.local import UNPAIRED, Harness, in_process
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk, Stage
 from voicegate.store.base import Store
@@ -135,15 +135,15 @@ class TimedStore:
 async def voice_app(
     model: str, device: str, window: str | None = None
 ) -> AsyncIterator[tuple[Harness, RecordingPipeline]]:
-    """The app with the real recogniser on a SQLite store in a temporary folder."""
-    from voicegate.mcp.notes import build_notes_server
-    from voicegate.mcp.policy import Policy
-    from voicegate.mcp.upstream import UpstreamSpec
+    """The app with the real recogniser on a SQLite store in a temporary folder.
+
+    The server's own budgets, except pairing: a run pairs a fresh phone per upload, far more
+    than the 30 pairings a window allows.
+    """
     from voicegate.settings import ServerConfig
     from voicegate.store import open_store
     from voicegate.voice.fingerprint import ReplayGuard
     from voicegate.voice.whisper import FasterWhisperTranscriber
-    from voicegate.web.app import build_app
 
     with tempfile.TemporaryDirectory(prefix="voicegate-bench-") as folder:
         store = await open_store(str(Path(folder) / "gate.db"))
@@ -153,21 +153,12 @@ async def voice_app(
         )
         pipeline = RecordingPipeline(transcriber, ReplayGuard(store.fingerprints))
         pipeline.results = []
-        config = ServerConfig()
-        app = build_app(
-            config,
-            upstream=UpstreamSpec.in_process(build_notes_server()),
-            policy=Policy(writes=("write_note",)),
-            store=cast(Store, timed),
-            voice=pipeline,
-        )
+        config = ServerConfig(pairing_limits=UNPAIRED)
         try:
-            async with app.router.lifespan_context(app):
-                transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
-                async with httpx.AsyncClient(
-                    transport=transport, base_url=config.base_url, timeout=600.0
-                ) as client:
-                    yield Harness(app, client), pipeline
+            async with in_process(
+                lambda _: pipeline, store=cast(Store, timed), config=config
+            ) as harness:
+                yield harness, pipeline
         finally:
             await store.close()
 

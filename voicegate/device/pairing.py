@@ -21,6 +21,10 @@ The numbers, and why:
   still makes each guess slow (10^8 scrypt runs take hours of CPU, the code lives 10 minutes).
 - Codes are hashed under the newest key only: a code made before a key rotation stops working,
   and the operator makes a new one.
+
+The budgets are ``PairingLimits``, these numbers by default. ``voicegate serve`` has no flag to
+change them; only an app built in code (the in-process eval and benchmarks, which pair a
+hundred phones in a minute) may lift them, as it lifts the answer budgets.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import ipaddress
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from voicegate.device.signing import ALGORITHM, normalise_public_key
@@ -56,6 +61,7 @@ _SALT = b"voicegate-pairing-code-v1"
 _KEY_LABEL = b"voicegate pairing code key v1"
 
 __all__ = [
+    "PairingLimits",
     "complete_pairing",
     "device_name",
     "hash_code",
@@ -63,6 +69,19 @@ __all__ = [
     "pairing_key",
     "start_pairing",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class PairingLimits:
+    """How many pairing attempts one address, and all addresses together, get per window."""
+
+    per_address: int = ADDRESS_LIMIT
+    in_all: int = GLOBAL_LIMIT
+    window: float = BUDGET_WINDOW
+
+    def __post_init__(self) -> None:
+        if min(self.per_address, self.in_all) < 1 or not self.window > 0:
+            raise ValueError("pairing limits must all be positive")
 
 
 def normalise_code(code: str) -> str:
@@ -111,6 +130,7 @@ async def complete_pairing(
     keys: KeyRing,
     name: str = "",
     clock: Callable[[], float] = time.time,
+    limits: PairingLimits = PairingLimits(),
 ) -> Device:
     """Redeem ``code`` for a new device holding ``public_key``; budgets are taken first."""
     now = clock()
@@ -118,13 +138,13 @@ async def complete_pairing(
     # guesser cannot spend what the owner needs.
     if not await store.budgets.take(
         "pairing:address:" + address_key(source_address),
-        limit=ADDRESS_LIMIT,
-        window=BUDGET_WINDOW,
+        limit=limits.per_address,
+        window=limits.window,
         now=now,
     ):
         raise DeviceRefused(Reason.PAIRING_BUDGET)
     if not await store.budgets.take(
-        "pairing:global", limit=GLOBAL_LIMIT, window=BUDGET_WINDOW, now=now
+        "pairing:global", limit=limits.in_all, window=limits.window, now=now
     ):
         raise DeviceRefused(Reason.PAIRING_BUDGET)
     # The key is checked before the code so that a malformed key never burns a good code.

@@ -97,6 +97,7 @@ def device_router(services: Services) -> APIRouter:
             keys=gate.receipt_keys,
             name=body.name,
             clock=clock,
+            limits=settings.pairing_limits,
         )
         return PairOut.of(device, clock())
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from voicegate.eval.manifest import Case
 
 if TYPE_CHECKING:
-    from voicegate.eval.runner import BaseHarness
+    from voicegate.eval.harness import BaseHarness
 
 
 @dataclass(frozen=True, slots=True)

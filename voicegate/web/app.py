@@ -133,6 +133,7 @@ def build_app(
         settings=ServiceSettings(
             public_url=config.base_url,
             rate_limits=config.rate_limits,
+            pairing_limits=config.pairing_limits,
             max_voice_in_flight=config.max_voice_in_flight,
             body_timeout=config.body_timeout,
         ),
