@@ -110,6 +110,21 @@ class SqlReceipts:
         )
         return [common.load_receipt(row[0]) for row in found]
 
+    async def for_pending(self, user: str, pending_id: str) -> Receipt | None:
+        """The last receipt of ``user`` written for set ``pending_id``, or None."""
+        # The set's id is no column: a LIKE on its marker in the JSON text picks the candidates
+        # among the user's rows (found by the unique (user_id, seq) index), the id decides.
+        found = await self._db.rows(
+            "SELECT data FROM vg_receipts WHERE user_id = ? AND data LIKE ? ESCAPE '!'"
+            " ORDER BY seq DESC",
+            (user, "%" + _like_literal(common.pending_marker(pending_id)) + "%"),
+        )
+        for row in found:
+            receipt = common.load_receipt(row[0])
+            if receipt.pending_id == pending_id:
+                return receipt
+        return None
+
     async def heads(self) -> Heads:
         """Every user's head and the roster, read in one snapshot."""
         async with self._db.transaction(snapshot=True) as tx:
@@ -133,6 +148,11 @@ class SqlReceipts:
                     return (await _adopt(tx, keys)).adopted
             except _LostRace:
                 continue
+
+
+def _like_literal(text: str) -> str:
+    """``text`` as a LIKE pattern that matches only itself, ``!`` being the escape."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 async def _heads(tx: Statements) -> Heads:
