@@ -535,6 +535,25 @@ async def test_receipts_list_by_user_then_seq_and_read_by_id(store: Store) -> No
     assert await store.receipts.get("nope") is None
 
 
+async def test_a_sets_last_receipt_is_found_by_its_user_and_set_id_and_nothing_else(
+    store: Store,
+) -> None:
+    def mentioning_p_x(seq: int, prev: str) -> Receipt:
+        made = receipt_maker("ann", "p_b")(seq, prev)
+        note = {"note": '"pending_id":"p_x"'}
+        return seal(dataclasses.replace(made, arguments=note), RECEIPT_KEYS)
+
+    await store.receipts.append("ann", receipt_maker("ann", "p_a"), RECEIPT_KEYS)
+    other = await store.receipts.append("ann", mentioning_p_x, RECEIPT_KEYS)
+    again = await store.receipts.append("ann", receipt_maker("ann", "p_a"), RECEIPT_KEYS)
+    await store.receipts.append("bob", receipt_maker("bob", "p_c"), RECEIPT_KEYS)
+    assert await store.receipts.for_pending("ann", "p_a") == again
+    assert await store.receipts.for_pending("ann", "p_b") == other
+    assert await store.receipts.for_pending("bob", "p_a") is None
+    for unknown in ("p_c", "p_x", "P_A", "p__", "p%", "p!a", "p"):
+        assert await store.receipts.for_pending("ann", unknown) is None
+
+
 async def test_a_receipt_made_for_another_place_is_refused_and_moves_no_head(
     store: Store,
 ) -> None:

@@ -29,6 +29,7 @@ async def test_f3_an_unstorable_id_is_a_value_error_or_absent_never_an_outage(
         lambda: store.pending.get(value),
         lambda: store.devices.get(value),
         lambda: store.ledger.consume(value, expires_at=1.0),
+        lambda: store.receipts.for_pending(value, value),
     ]
     for lookup in lookups:
         try:

@@ -1,9 +1,34 @@
-"""The named confirm checks, recorded pass or fail, in the order the gate runs them."""
+"""The named confirm checks, recorded pass or fail, in the order the gate runs them.
+
+``check_set`` and ``check_answer`` are the checks themselves: they take values (the answer,
+the set as stored, the device that signed it, the time) and return a ``Verdict``, and do no I/O.
+They are two because the device is read from the store only for an answer to a set that is
+still waiting: most answers that lose a race for the same set end in ``check_set``, one store
+read sooner. The checks that spend something (the evidence id, the set's nonce) are the
+ledger's, and the gate records them after these, in ``CHECK_NAMES`` order.
+"""
 
 from __future__ import annotations
 
-from voicegate.gate.types import Check
-from voicegate.reasons import Reason
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from voicegate.canonical import args_hash
+from voicegate.gate import card
+from voicegate.gate.types import (
+    Action,
+    Check,
+    Decision,
+    Device,
+    DeviceKind,
+    Evidence,
+    Modality,
+    PendingSet,
+    Stage,
+    Status,
+)
+from voicegate.reasons import Kind, Reason
 
 CHECK_NAMES: tuple[str, ...] = (
     "for_this_set",  # the set exists and the evidence carries its current nonce
@@ -19,12 +44,25 @@ CHECK_NAMES: tuple[str, ...] = (
     "approval_consumed_once",  # a token or other approval outside the card flow, spent once
 )
 
+# Evidence older than this is stale even if its set is still open: an answer is given to a card
+# the user is looking at now.
+EVIDENCE_MAX_AGE = 120.0
+
+__all__ = [
+    "CHECK_NAMES",
+    "EVIDENCE_MAX_AGE",
+    "Checklist",
+    "Verdict",
+    "check_answer",
+    "check_set",
+]
+
 
 class Checklist:
     """Collects check results in order; ``fail`` returns the reason for a one-line refusal."""
 
-    def __init__(self) -> None:
-        self._checks: list[Check] = []
+    def __init__(self, checks: Iterable[Check] = ()) -> None:
+        self._checks: list[Check] = list(checks)
 
     def ok(self, name: str) -> None:
         """Record that ``name`` passed."""
@@ -40,3 +78,129 @@ class Checklist:
     def done(self) -> tuple[Check, ...]:
         """Every check recorded so far."""
         return tuple(self._checks)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the checks made of an answer: every check run, and why it is refused, if it is.
+
+    An answer that passed names the card it releases in ``chosen``; a cancel or a request for
+    more time passes with ``chosen`` None, and the gate acts on its decision.
+    """
+
+    checks: tuple[Check, ...]
+    reason: Reason | None = None
+    chosen: int | None = None
+
+
+def check_set(evidence: Evidence, pending: PendingSet | None) -> Verdict:
+    """The answer names this set by its current nonce, and the set is still waiting."""
+    checks = Checklist()
+    if pending is None:
+        return _refuse(checks, "for_this_set", Reason.UNKNOWN_PENDING)
+    if not secrets.compare_digest(evidence.nonce.encode(), pending.nonce.encode()):
+        return _refuse(checks, "for_this_set", Reason.WRONG_SET)
+    checks.ok("for_this_set")
+    if pending.status is not Status.WAITING:
+        return _refuse(checks, "set_open", Reason.NOT_OPEN)
+    return Verdict(checks.done())
+
+
+def check_answer(
+    evidence: Evidence,
+    pending: PendingSet,
+    device: Device | None,
+    *,
+    now: float,
+    is_write: Callable[[str], bool],
+    before: Iterable[Check] = (),
+) -> Verdict:
+    """Every check after ``check_set`` (whose checks come in ``before``), on plain values.
+
+    ``device`` is the stored device named by the evidence (None when there is none). Passes a
+    cancel or a request for more time once the answer itself is sound; passes a choice or a
+    yes only for one card, unchanged, shown in full and a registered write.
+    """
+    checks = Checklist(before)
+    if device is None:
+        return _refuse(checks, "paired_device_of_user", Reason.UNKNOWN_DEVICE)
+    if device.revoked_at is not None:
+        return _refuse(checks, "paired_device_of_user", Reason.DEVICE_REVOKED)
+    if device.user != pending.user or evidence.user != pending.user:
+        return _refuse(checks, "paired_device_of_user", Reason.WRONG_DEVICE_USER)
+    if evidence.modality is Modality.VOICE and device.kind is not DeviceKind.VOICE:
+        return _refuse(checks, "paired_device_of_user", Reason.DEVICE_CANNOT_SPEAK)
+    checks.ok("paired_device_of_user")
+    if now > pending.deadline:
+        return _refuse(checks, "set_open", Reason.SET_EXPIRED)
+    checks.ok("set_open")
+    if not (pending.created_at - 1.0 <= evidence.created_at <= now + 1.0) or (
+        now - evidence.created_at > EVIDENCE_MAX_AGE
+    ):
+        return _refuse(checks, "evidence_fresh", Reason.STALE_REQUEST)
+    checks.ok("evidence_fresh")
+    decision = evidence.decision
+    if decision.kind is Kind.REFUSE:
+        return _refuse(checks, "words_choose_one_card", decision.reason or Reason.UNCLEAR)
+    if decision.kind in (Kind.CANCEL, Kind.MORE_TIME):
+        return Verdict(checks.done())
+    chosen, reason = _chosen_card(pending, decision)
+    if chosen is None:
+        assert reason is not None
+        return _refuse(checks, "words_choose_one_card", reason)
+    checks.ok("words_choose_one_card")
+    action = pending.actions[chosen - 1]
+    if not _unchanged(action):
+        return _refuse(checks, "action_unchanged", Reason.ACTION_CHANGED)
+    checks.ok("action_unchanged")
+    if not _shown_enough(action, chosen, evidence):
+        return _refuse(checks, "shown_in_full", Reason.NOT_SHOWN_IN_FULL)
+    checks.ok("shown_in_full")
+    if not is_write(action.tool):
+        return _refuse(checks, "registered_write", Reason.NOT_A_WRITE)
+    checks.ok("registered_write")
+    return Verdict(checks.done(), chosen=chosen)
+
+
+def _refuse(checks: Checklist, name: str, reason: Reason) -> Verdict:
+    checks.fail(name, reason)
+    return Verdict(checks.done(), reason)
+
+
+def _chosen_card(pending: PendingSet, decision: Decision) -> tuple[int | None, Reason | None]:
+    """Which card the answer releases at this stage, or why it releases none."""
+    if pending.stage is Stage.FINAL:
+        if decision.kind is Kind.CONFIRM and pending.chosen is not None:
+            return pending.chosen, None
+        return (
+            None,
+            Reason.NUMBER_ON_FINAL if decision.kind is Kind.CHOOSE else Reason.WRONG_STAGE,
+        )
+    if decision.kind is Kind.CHOOSE:
+        if decision.card is None or not 1 <= decision.card <= len(pending.actions):
+            return None, Reason.OUT_OF_RANGE
+        return decision.card, None
+    if decision.kind is Kind.CONFIRM:
+        if len(pending.actions) == 1:
+            return 1, None
+        return None, Reason.AMBIGUOUS
+    return None, Reason.WRONG_STAGE
+
+
+def _unchanged(action: Action) -> bool:
+    """The stored action still hashes and renders as it did when the card was shown."""
+    expected = args_hash({"tool": action.tool, "arguments": dict(action.arguments)})
+    return secrets.compare_digest(expected, action.args_hash) and (
+        card.render(action.tool, action.arguments) == action.card_text
+    )
+
+
+def _shown_enough(action: Action, chosen: int, evidence: Evidence) -> bool:
+    """A card shortened for display releases only when the device showed its full text.
+
+    A card that was not cut showed everything already. The device names what it showed in the
+    signed answer; a device that names nothing is taken to have shown the short text only.
+    """
+    if card.full(action.tool, action.arguments) == action.card_text:
+        return True
+    return chosen in evidence.shown_in_full

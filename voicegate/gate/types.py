@@ -47,6 +47,15 @@ class Status(StrEnum):
 OPEN_STATUSES = frozenset({Status.WAITING})
 
 
+class RunOutcome(StrEnum):
+    """What became of a write, as its receipt says: a plain string where stored."""
+
+    EXECUTED = "executed"
+    FAILED = "failed"  # the upstream raised: recorded, never retried
+    NOT_RUN = "not_run"  # settled after a crash before its approval was spent
+    UNKNOWN = "unknown"  # settled after a crash once its approval was spent: it may have run
+
+
 class Modality(StrEnum):
     """How the user answered."""
 
@@ -249,6 +258,7 @@ class Receipt:
     card_text: str
     risk: Risk
     mode: str
+    # A ``RunOutcome`` value; typed ``str`` so that any stored receipt loads and verifies.
     outcome: str
     proposed_at: float
     decided_at: float

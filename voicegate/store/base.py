@@ -171,6 +171,13 @@ class ReceiptStore(Protocol):
     async def list(self, user: str | None = None) -> list[Receipt]:
         """Receipts of ``user`` (all when None), by user then sequence."""
 
+    async def for_pending(self, user: str, pending_id: str) -> Receipt | None:
+        """The last receipt of ``user`` (highest seq) written for the set ``pending_id``, or None.
+
+        Settlement asks it of a set a crash left ``executing``: a receipt found means the crash
+        came after the receipt, and what it says stands.
+        """
+
     async def heads(self) -> Heads:
         """Every user's head and the roster, read at one moment."""
 

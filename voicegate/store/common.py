@@ -33,6 +33,15 @@ def load_receipt(text: str) -> Receipt:
     return receipt_from_dict(json.loads(text))
 
 
+def pending_marker(pending_id: str) -> str:
+    """The text every receipt of set ``pending_id`` holds, as ``dump`` writes it.
+
+    A receipt's other strings are JSON-escaped inside it, so the marker only narrows a search:
+    whoever uses it compares the loaded receipt's ``pending_id`` too.
+    """
+    return '"pending_id":' + json.dumps(pending_id)
+
+
 def check_swap(old: PendingSet, new: PendingSet) -> None:
     """Refuse a swap that could not have come from ``old.replace``; a caller bug, not a race."""
     if new.id != old.id or new.version != old.version + 1:

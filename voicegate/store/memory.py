@@ -348,6 +348,14 @@ class MemoryReceipts:
             ]
         return [common.load_receipt(t) for t in texts]
 
+    async def for_pending(self, user: str, pending_id: str) -> Receipt | None:
+        """The last receipt of ``user`` written for set ``pending_id``, or None."""
+        marker = common.pending_marker(pending_id)
+        with self._guard:
+            texts = [t for t in self._chains.get(user, ()) if marker in t]
+        found = [r for r in map(common.load_receipt, texts) if r.pending_id == pending_id]
+        return found[-1] if found else None
+
     async def heads(self) -> Heads:
         """Every user's head and the roster."""
         with self._guard:

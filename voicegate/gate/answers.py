@@ -1,0 +1,109 @@
+"""The user's answer to a pending set, acted on once every named check has passed.
+
+The checks are ``checks.check_set`` and ``checks.check_answer`` (pure); this module reads what
+they need from the store, then acts on the verdict: close the set for a cancel, extend it for
+more time, spend the evidence id, and either ask a high-risk set's second yes under a new nonce
+or ``release`` the chosen card.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from voicegate.errors import Refused
+from voicegate.gate.checks import EVIDENCE_MAX_AGE, Checklist, check_answer, check_set
+from voicegate.gate.outcome import Outcome, refused
+from voicegate.gate.proposals import extend
+from voicegate.gate.release import KEY_HOLD, release, spend_key
+from voicegate.gate.types import Evidence, FirstYes, PendingSet, Risk, Stage, Status
+from voicegate.gate.wiring import Wiring
+from voicegate.reasons import Kind, Reason
+
+__all__ = ["answer"]
+
+
+async def answer(w: Wiring, evidence: Evidence) -> Outcome:
+    """Run every named check on ``evidence`` and act on it: choose, confirm, cancel, wait."""
+    pending = await w.store.pending.get(evidence.pending_id)
+    addressed = check_set(evidence, pending)
+    if addressed.reason is not None or pending is None:
+        return refused(
+            evidence, pending, addressed.reason or Reason.UNKNOWN_PENDING, addressed.checks
+        )
+    device = await w.store.devices.get(evidence.device_id)
+    verdict = check_answer(
+        evidence,
+        pending,
+        device,
+        now=w.clock(),
+        is_write=w.is_write,
+        before=addressed.checks,
+    )
+    if verdict.reason is not None:
+        return refused(evidence, pending, verdict.reason, verdict.checks)
+    checks = Checklist(verdict.checks)
+    decision = evidence.decision
+    if decision.kind is Kind.CANCEL:
+        return await _close(w, evidence, pending, checks, Status.CANCELLED)
+    if decision.kind is Kind.MORE_TIME:
+        try:
+            extended = await extend(w, pending.id, user=evidence.user)
+        except Refused as refusal:
+            return refused(evidence, pending, refusal.reason, checks.done())
+        return Outcome(extended, decision, False, checks.done())
+    assert verdict.chosen is not None
+    if not await w.store.ledger.consume(
+        "evidence:" + evidence.id, expires_at=evidence.created_at + 2 * EVIDENCE_MAX_AGE
+    ):
+        checks.fail("evidence_consumed_once", Reason.EVIDENCE_REUSED)
+        return refused(evidence, pending, Reason.EVIDENCE_REUSED, checks.done())
+    checks.ok("evidence_consumed_once")
+    if pending.risk is Risk.HIGH and pending.stage is Stage.CHOOSE:
+        return await _advance_to_final(w, evidence, pending, verdict.chosen, checks)
+    return await release(w, evidence, pending, verdict.chosen, checks)
+
+
+async def _advance_to_final(
+    w: Wiring, evidence: Evidence, pending: PendingSet, chosen: int, checks: Checklist
+) -> Outcome:
+    """A high-risk choice: spend this nonce and ask for a second yes under a new one."""
+    if not await w.store.ledger.consume(spend_key(pending), expires_at=pending.deadline + KEY_HOLD):
+        checks.fail("nonce_consumed_once", Reason.ALREADY_USED)
+        return refused(evidence, pending, Reason.ALREADY_USED, checks.done())
+    checks.ok("nonce_consumed_once")
+    now = w.clock()
+    first_yes = FirstYes(
+        evidence_id=evidence.id,
+        device_id=evidence.device_id,
+        modality=evidence.modality,
+        input=evidence.input,
+        decided_at=now,
+        chosen=chosen,
+        checks=checks.done(),
+        transcript=evidence.transcript,
+        recogniser=evidence.recogniser,
+        model=evidence.model,
+        fingerprint_id=evidence.fingerprint_id,
+    )
+    final = pending.replace(
+        stage=Stage.FINAL,
+        nonce=secrets.token_urlsafe(24),
+        chosen=chosen,
+        ttl=w.final_ttl,
+        deadline=now + w.final_ttl,
+        extensions=0,
+        first_yes=first_yes,
+    )
+    if not await w.store.pending.swap(pending, final):
+        return refused(evidence, pending, Reason.NOT_OPEN, checks.done())
+    return Outcome(final, evidence.decision, False, checks.done())
+
+
+async def _close(
+    w: Wiring, evidence: Evidence, pending: PendingSet, checks: Checklist, status: Status
+) -> Outcome:
+    """The user said no on the device: the set closes without a release."""
+    closed = pending.replace(status=status, decided_at=w.clock())
+    if not await w.store.pending.swap(pending, closed):
+        return refused(evidence, pending, Reason.NOT_OPEN, checks.done())
+    return Outcome(closed, evidence.decision, False, checks.done())

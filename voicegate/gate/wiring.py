@@ -1,0 +1,38 @@
+"""What every room of the gate reads: the store, the upstream, the clock and the settings.
+
+``Gate`` holds these as plain attributes and passes itself to each room (``proposals``,
+``answers``, ``release``, ``settlement``, ``approvals``), which reads them at the moment it
+needs them: a caller that swaps the upstream or the backlog on a running gate is obeyed at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from voicegate.gate.backlog import Backlog
+from voicegate.gate.quota import ProposalLimits
+from voicegate.secrets import KeyRing
+from voicegate.store.base import Store
+
+# Runs one write upstream: the tool's name and its arguments, to its result.
+Executor = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
+
+__all__ = ["Executor", "Wiring"]
+
+
+class Wiring(Protocol):
+    """The gate's parts and settings, as the rooms read them."""
+
+    store: Store
+    executor: Executor
+    is_write: Callable[[str], bool]
+    receipt_keys: KeyRing
+    clock: Callable[[], float]
+    choose_ttl: float
+    final_ttl: float
+    max_extensions: int
+    backlog: Backlog
+    limits: ProposalLimits | None
+    # Called with the name of each step of a release as it is passed (``faults.POINTS``).
+    on_step: Callable[[str], None]
