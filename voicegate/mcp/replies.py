@@ -28,7 +28,8 @@ WAITING_MESSAGE = (
 NO_DEVICE_MESSAGE = (
     "Nothing has run, and nobody can approve this yet: the user has no paired device. "
     "The card waits until its deadline. To pair, the operator runs `voicegate pair --user {user}` "
-    "(the demo prints a code at start) and the user enters that code on the approve page "
+    "with the server's own `--db` (the server prints the whole command at start, and the demo a "
+    "code) and the user enters that code on the approve page "
     "({approve_url}); the card then shows there. Call pending_status with this pending_id to "
     "learn the outcome."
 )
