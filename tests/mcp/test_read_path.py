@@ -36,6 +36,20 @@ async def test_a_tool_announced_after_a_lookup_is_found_by_the_next_one(mode: st
         assert await catalog.lookup("fresh") is not None
 
 
+async def test_only_a_policy_read_counts_as_a_read_never_a_write_or_the_gate_own_tool() -> None:
+    policy = Policy(reads=("list_notes",), writes=("read_note",), strict=True)
+    async with UpstreamPool(UpstreamSpec.in_process(build_notes_server())) as pool:
+        catalog = Catalog(pool, policy)
+        await catalog.start()
+        assert catalog.is_read("list_notes")
+        # Its readOnlyHint says read, but the operator named it a write, and strict trusts no hint.
+        assert not catalog.is_read("read_note")
+        assert not catalog.is_read("stats")
+        assert not catalog.is_read("write_note")
+        assert not catalog.is_read("pending_status")
+        assert not catalog.is_read("never_listed")
+
+
 async def test_the_schema_shown_for_a_token_write_carries_the_token_argument() -> None:
     policy = Policy(reads=("list_notes",), modes=(("write_note", Mode.TOKEN),))
     async with UpstreamPool(UpstreamSpec.in_process(build_notes_server())) as pool:
