@@ -94,13 +94,16 @@ async def agent_at(
 
 
 @asynccontextmanager
-async def serve(tmp_path: Path, policy: Policy) -> AsyncIterator[Running]:
+async def serve(
+    tmp_path: Path, policy: Policy, upstream: UpstreamSpec | None = None
+) -> AsyncIterator[Running]:
     """Serve the gate in this event loop in front of ``python -m voicegate.mcp.notes``."""
     pidfile = tmp_path / "notes.pids"
-    upstream = UpstreamSpec.from_command(
-        [sys.executable, "-m", "voicegate.mcp.notes"],
-        env={PIDFILE_ENV: str(pidfile), CRASH_ENV: "1"},
-    )
+    if upstream is None:
+        upstream = UpstreamSpec.from_command(
+            [sys.executable, "-m", "voicegate.mcp.notes"],
+            env={PIDFILE_ENV: str(pidfile), CRASH_ENV: "1"},
+        )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

@@ -5,17 +5,21 @@
 - ``deaf``: the same, but its ``subscriptions/listen`` fails, so at 2026-07-28 nothing
   carries the announcement.
 - ``clash``: a tool named like one of the gate's own (``withdraw``).
+- ``regions``: a ``find(region)`` read whose argument is mirrored in an ``Mcp-Param-Region``
+  header at 2026-07-28.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.subscriptions import ServerEvent
 from mcp.types import ToolAnnotations
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
 
 READ = ToolAnnotations(read_only_hint=True)
 
@@ -69,10 +73,23 @@ def clash_server() -> MCPServer:
     return server
 
 
+def regions_server() -> MCPServer:
+    """A server with a read whose argument travels in a header too."""
+    server = MCPServer("regions", log_level="WARNING")
+
+    @server.tool(annotations=READ)
+    def find(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        """Look something up in ``region``."""
+        return f"found in {region}"
+
+    return server
+
+
 if __name__ == "__main__":
     kinds = {
         "growing": growing_server,
         "deaf": lambda: growing_server(listen=False),
         "clash": clash_server,
+        "regions": regions_server,
     }
     kinds[sys.argv[1]]().run("stdio")

@@ -29,6 +29,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from voicegate.bench.measure import Options, median, ms
 
 READ = "list_notes"
+# A read with an argument: the SDK checks a 2026-07-28 call's arguments against the tool's schema.
+READ_ARG = ("read_note", {"name": "groceries"})
 TOKEN = "bench-token-0123456789abcdef"
 CONFIRM_GATE = "confirm-gate-mcp==0.8.0"
 UPSTREAM = (sys.executable, "-m", "voicegate.mcp.notes")
@@ -45,7 +47,7 @@ async def _run(options: Options) -> dict[str, Any]:
     figures: dict[str, Any] = {"reads": reads, "tool": READ, "upstream": "notes over stdio"}
     gate_cmd = [
         sys.executable, "-m", "voicegate.cli", "serve",
-        "--upstream-cmd", " ".join(UPSTREAM), "--reads", READ,
+        "--upstream-cmd", " ".join(UPSTREAM), "--reads", f"{READ},{READ_ARG[0]}",
         "--db", "memory", "--token", TOKEN, "--port", "{port}",
     ]  # fmt: skip
     floor_cmd = [
@@ -61,6 +63,9 @@ async def _run(options: Options) -> dict[str, Any]:
     ):
         paths = {"gate": gate, "http_floor": floor, "direct": direct}
         seconds = await _alternate(paths, reads, warmup=options.pick(10, 2))
+        with_arg = await _alternate(
+            {"gate": gate, "direct": direct}, reads, warmup=options.pick(10, 2), call=READ_ARG
+        )
     for name, values in seconds.items():
         figures[f"{name}_ms"] = median([ms(s) for s in values])
     figures["added_ms"] = _paired(seconds["gate"], seconds["direct"])
@@ -69,6 +74,12 @@ async def _run(options: Options) -> dict[str, Any]:
     figures["transport_ms"] = _paired(seconds["http_floor"], seconds["direct"])
     figures["gate_own_ms"] = _paired(seconds["gate"], seconds["http_floor"])
     figures["vs_direct"] = round(figures["gate_ms"] / figures["direct_ms"], 3)
+    figures["with_argument"] = {
+        "tool": READ_ARG[0],
+        "gate_ms": median([ms(s) for s in with_arg["gate"]]),
+        "direct_ms": median([ms(s) for s in with_arg["direct"]]),
+        "added_ms": _paired(with_arg["gate"], with_arg["direct"]),
+    }
     figures["confirm_gate"] = await _confirm_gate(options)
     cg_ms = figures["confirm_gate"].get("read_ms")
     figures["vs_confirm_gate"] = round(cg_ms / figures["gate_ms"], 1) if cg_ms else None
@@ -76,22 +87,27 @@ async def _run(options: Options) -> dict[str, Any]:
 
 
 async def _alternate(
-    paths: dict[str, Client], reads: int, *, warmup: int
+    paths: dict[str, Client],
+    reads: int,
+    *,
+    warmup: int,
+    call: tuple[str, dict[str, Any]] = (READ, {}),
 ) -> dict[str, list[float]]:
     """Seconds per read on each path, the paths taking turns in a rotating order."""
+    tool, arguments = call
     for _ in range(warmup):
         for client in paths.values():
-            await client.call_tool(READ, {})
+            await client.call_tool(tool, arguments)
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     names = list(paths)
     for i in range(reads):
         # Rotate who goes first, so no path always follows another's wake-up.
         for name in names[i % len(names) :] + names[: i % len(names)]:
             start = time.perf_counter()
-            result = await paths[name].call_tool(READ, {})
+            result = await paths[name].call_tool(tool, arguments)
             seconds[name].append(time.perf_counter() - start)
             if result.is_error:
-                raise RuntimeError(f"{READ} failed on the {name} path: {result.content}")
+                raise RuntimeError(f"{tool} failed on the {name} path: {result.content}")
     return seconds
 
 
@@ -225,6 +241,11 @@ def lines(figures: dict[str, Any]) -> list[str]:
         f"(same upstream over HTTP, no gate: {figures['http_floor_ms']:.2f} ms), "
         f"the gate itself {figures['gate_own_ms']:.2f} ms",
     ]
+    arg = figures["with_argument"]
+    out.append(
+        f"{arg['tool']} (one argument): through voicegate {arg['gate_ms']:.2f} ms, direct "
+        f"{arg['direct_ms']:.2f} ms, added {arg['added_ms']:.2f} ms"
+    )
     cg = figures["confirm_gate"]
     if "read_ms" in cg:
         out.append(

@@ -31,6 +31,10 @@ class Catalog:
         self.pool = pool
         self.policy = policy
         self._hints: dict[str, bool | None] = {}
+        self._listed: dict[str, Tool] = {}
+        # The pool's cached listing that ``_listed`` was built from; while the pool still holds
+        # that same list, a lookup needs neither the pool nor a pass over every tool.
+        self._source: list[Tool] | None = None
 
     async def start(self) -> list[Tool]:
         """List the upstream once at start-up; a name collision is a ``ConfigError``."""
@@ -42,6 +46,7 @@ class Catalog:
     async def tools(self) -> list[Tool]:
         """The upstream's tools now, minus any that would shadow the gate's own."""
         tools = await self.pool.list_tools()
+        source = self.pool.cached_tools()
         kept = [t for t in tools if t.name not in OWN_TOOLS]
         if len(kept) != len(tools):
             # A collision that appears after start-up is hidden, never allowed to shadow.
@@ -49,15 +54,21 @@ class Catalog:
                 check_collisions(t.name for t in tools)
             except ConfigError as exc:
                 logger.error("%s", exc)
-        self._remember(kept)
+        self._remember(kept, source)
         return kept
 
     async def lookup(self, name: str) -> Tool | None:
         """The upstream tool called ``name``, or None when the upstream does not list it."""
+        if self._source is not None and self.pool.cached_tools() is self._source:
+            return self._listed.get(name)
         for tool in await self.tools():
             if tool.name == name:
                 return tool
         return None
+
+    def listed(self, name: str) -> Tool | None:
+        """``name`` as the upstream last listed it, without asking the upstream again."""
+        return self._listed.get(name)
 
     def classify(self, name: str) -> Classification:
         """How the gate treats ``name``; a tool never listed is a write."""
@@ -67,6 +78,10 @@ class Catalog:
         """Whether ``name`` is a write (the gate core releases only writes)."""
         return self.classify(name).write
 
+    def is_read(self, name: str) -> bool:
+        """Whether a call of ``name`` goes straight to the upstream: a read, not the gate's own."""
+        return name not in OWN_TOOLS and not self.is_write(name)
+
     async def execute(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         """Run ``tool`` upstream once; the JSON of its result, or ``UpstreamToolError``."""
         result = await self.pool.call_tool(tool, arguments)
@@ -75,7 +90,9 @@ class Catalog:
             raise UpstreamToolError(_text_of(result) or "the upstream reported an error")
         return data
 
-    def _remember(self, tools: list[Tool]) -> None:
+    def _remember(self, tools: list[Tool], source: list[Tool] | None = None) -> None:
+        self._source = source
+        self._listed = {t.name: t for t in tools}
         self._hints = {
             t.name: (t.annotations.read_only_hint if t.annotations is not None else None)
             for t in tools

@@ -1,4 +1,4 @@
-"""The demo notes server: one read, one write, one high-risk write, and a call counter.
+"""The demo notes server: two reads, one write, one high-risk write, and a call counter.
 
 It is the upstream ``voicegate demo`` puts behind the gate, and the real upstream the tests
 wrap. Run it over stdio with ``python -m voicegate.mcp.notes``, or build it in-process with
@@ -36,6 +36,12 @@ def build_notes_server(name: str = "notes", *, crash_tool: bool = False) -> MCPS
         """List every note, by name."""
         calls["list_notes"] += 1
         return {"notes": dict(sorted(notes.items()))}
+
+    @server.tool(annotations=READ)
+    def read_note(name: str) -> dict[str, Any]:
+        """The text of the note called name, or null when there is none."""
+        calls["read_note"] += 1
+        return {"name": name, "text": notes.get(name)}
 
     @server.tool(annotations=WRITE)
     def write_note(name: str, text: str) -> dict[str, Any]:

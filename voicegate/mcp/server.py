@@ -333,6 +333,7 @@ def build_server(tools: GatedTools, *, name: str = "voicegate") -> Server[Any]:
         instructions=tool_list.INSTRUCTIONS,
         on_list_tools=tools.list_tools,
         on_call_tool=tools.call_tool,
+        get_tool_input_schema=lambda tool: tool_list.input_schema(tools.catalog, tool),
     )
     # Seals the requestState of a 2026-07-28 retry, binding it to the same tool and arguments.
     server.middleware.append(

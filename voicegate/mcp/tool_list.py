@@ -10,9 +10,10 @@ from typing import Any
 from mcp.types import Tool, ToolAnnotations
 
 from voicegate.mcp import choices, token_mode
+from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Classification, Mode
 
-__all__ = ["INSTRUCTIONS", "OWN_TOOL_LIST", "present"]
+__all__ = ["INSTRUCTIONS", "OWN_TOOL_LIST", "input_schema", "present"]
 
 INSTRUCTIONS = """\
 This server sits in front of another MCP server. Read tools run at once.
@@ -112,3 +113,16 @@ def present(tool: Tool, kind: Classification) -> Tool:
             "annotations": hints.model_copy(update={"read_only_hint": False}),
         }
     )
+
+
+def input_schema(catalog: Catalog, name: str) -> dict[str, Any] | None:
+    """The input schema the agent was shown for ``name`` in the last listing, or None.
+
+    The SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers against it; without this it
+    would run the whole ``tools/list`` handler before every call that has arguments.
+    """
+    for own in OWN_TOOL_LIST:
+        if own.name == name:
+            return own.input_schema
+    tool = catalog.listed(name)
+    return None if tool is None else present(tool, catalog.classify(name)).input_schema

@@ -193,6 +193,13 @@ class UpstreamPool:
         client = await self._client()
         return await self._guard(client, client.call_tool(name, dict(arguments)))
 
+    def cached_tools(self) -> list[Tool] | None:
+        """The cached listing itself (not to be changed), or None while a listing would ask.
+
+        A new listing is a new list, so a caller can tell by identity whether it changed.
+        """
+        return self._tools if self._tools is not None and self._caching() else None
+
     def _caching(self) -> bool:
         conn = self._conn
         return conn is not None and conn.hears_changes

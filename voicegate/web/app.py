@@ -54,6 +54,7 @@ from voicegate.settings import ServerConfig
 from voicegate.store.base import Store
 from voicegate.tokens import TokenCodec
 from voicegate.web.approve import approve_router
+from voicegate.web.read_route import ReadRoute
 
 logger = logging.getLogger(__name__)
 # Seconds a stopping server spends on a last try at outcomes the store did not take.
@@ -117,14 +118,15 @@ def build_app(
         clock=clock,
         events=events,
     )
-    manager = StreamableHTTPSessionManager(
-        app=build_server(tools),
-        security_settings=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=config.host_headers(),
-            allowed_origins=config.origins(),
-        ),
+    server = build_server(tools)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=config.host_headers(),
+        allowed_origins=config.origins(),
     )
+    manager = StreamableHTTPSessionManager(app=server, security_settings=security)
+    # Agent reads at 2026-07-28 are answered as one JSON body, without the SSE deferral.
+    reads = StreamableHTTPSessionManager(app=server, json_response=True, security_settings=security)
     services = Services(
         store=store,
         gate=gate,
@@ -157,7 +159,7 @@ def build_app(
                 logger.warning("%d interrupted writes settled", settled)
             tidy = asyncio.create_task(keep_tidy(gate, lease=config.release_lease))
             try:
-                async with manager.run():
+                async with manager.run(), reads.run():
                     yield
             finally:
                 tidy.cancel()
@@ -175,7 +177,15 @@ def build_app(
         Route(
             "/mcp",
             endpoint=BearerGate(
-                BodyLimit(StreamableHTTPASGIApp(manager), MAX_MCP_BYTES), config.token
+                BodyLimit(
+                    ReadRoute(
+                        StreamableHTTPASGIApp(manager),
+                        StreamableHTTPASGIApp(reads),
+                        catalog.is_read,
+                    ),
+                    MAX_MCP_BYTES,
+                ),
+                config.token,
             ),
         )
     )
