@@ -217,14 +217,14 @@ def test_every_reading_and_transcript_gets_a_whole_sequence_score(
     assert best[0] == "the second one", hearing.scores
 
 
-def test_a_short_window_decides_the_committed_clips_without_a_wrong_release() -> None:
-    """The short encoder window (voice/windows.py) on the shipped clips: the same paths hold."""
+def test_a_short_window_hears_the_clips_and_releases_nothing_at_full_window_thresholds() -> None:
+    """The short encoder window (voice/windows.py) runs on the shipped clips, and tiny.en's
+    thresholds, fitted at the full window, release nothing there."""
     require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
     short = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2, window="short")
     rows = clips(lang="en", source="piper") + clips(source="fsdd")
-    decisions = decide_clips(VoicePipeline(short, None), rows)
-    for row, decision in zip(rows, decisions, strict=True):
-        if decision.releases:
-            assert decision == expected(row["expect"]), row["file"]
-    second = [d for r, d in zip(rows, decisions, strict=True) if "second_one" in r["file"]]
-    assert second == [Decision(Kind.CHOOSE, card=2)]
+    items = [((CLIPS / m["file"]).read_bytes(), m["cards"], Stage(m["stage"])) for m in rows]
+    results = run_all(VoicePipeline(short, None), items)
+    assert not any(r.decision.releases for r in results)
+    second = [r for m, r in zip(rows, results, strict=True) if "second_one" in m["file"]]
+    assert "second" in " ".join(second[0].transcripts).lower()

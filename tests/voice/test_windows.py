@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voicegate.voice import windows
+from voicegate.voice import calibration, windows
 from voicegate.voice.transcribe import WINDOW_FRAMES
 
 
@@ -48,7 +48,24 @@ def test_an_answer_said_again_and_again_is_a_loop(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["Two.", "", "two, two, not", "two, three", "no no no wait", "हाँ नहीं हाँ", "yes yes no"],
+    [
+        "Two.",
+        "",
+        "two, two, not",
+        "two, three",
+        "no no no wait",
+        "हाँ नहीं हाँ",
+        "yes yes no",
+        "not no",
+        "हाँ, है, हो",
+        "दूसरा, दूसरा, दूसरा, \ufffd",
+    ],
 )
 def test_a_single_answer_or_a_mix_is_not_a_loop(text: str) -> None:
     assert not windows.loops(text)
+
+
+def test_a_model_heard_at_another_window_than_its_calibration_releases_nothing() -> None:
+    at_short = calibration.at("tiny.en", windows.SHORT)
+    assert at_short.card == at_short.yes == float("inf")
+    assert calibration.at("tiny.en", windows.FULL) == calibration.of("tiny.en")

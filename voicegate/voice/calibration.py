@@ -9,6 +9,7 @@ that is not listed releases nothing by voice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -69,6 +70,17 @@ PROMPTS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
 def of(model: str) -> Calibration:
     """The calibration of ``model``; ``UNCALIBRATED`` (nothing released) when it has none."""
     return CALIBRATIONS.get(model, UNCALIBRATED)
+
+
+def at(model: str, window: str) -> Calibration:
+    """The calibration of ``model`` heard at ``window``: its thresholds hold only at the window
+    they were fitted at, so at any other window nothing is released by voice."""
+    fitted = of(model)
+    if fitted.window != window:
+        return dataclasses.replace(
+            UNCALIBRATED, source=f"{model} is calibrated at the {fitted.window} window only"
+        )
+    return fitted
 
 
 def prompt(model: str, question: str, language: str) -> str:

@@ -93,7 +93,7 @@ class FasterWhisperTranscriber:
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"{model}: CTranslate2 could not load {path}: {exc}") from exc
         self.model = model
-        self.calibration = calibration.of(model)
+        self.calibration = calibration.at(model, heard_at)
         self.device = device
         self.compute_type = compute_type
         self.multilingual = bool(self._model.is_multilingual)

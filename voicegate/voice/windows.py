@@ -9,11 +9,11 @@ the thresholds were fitted on scores heard at that window.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import numpy.typing as npt
 
+from voicegate.voice.normalise import normalise
 from voicegate.voice.transcribe import WINDOW_FRAMES
 
 FULL = "full"
@@ -59,11 +59,15 @@ def new_tokens(window: str, most: int, seconds: float) -> int:
 
 
 def loops(text: str) -> bool:
-    """True when ``text`` is one unit of words said again and again, the last time perhaps cut
-    short: "one, one, one, o", "two three two three two"; never a single word or a mix."""
-    words: list[str] = re.findall(r"\w+", text.lower())
-    for period in range(1, len(words) // 2 + 1):
-        if all(word == words[k % period] for k, word in enumerate(words[:-1])):
-            due = words[(len(words) - 1) % period]
-            return due.startswith(words[-1])
+    """True when ``text`` is one unit of words said at least twice over and then again, the last
+    word perhaps cut short: "one, one, one, o", "two three two three two"; never a mix, never a
+    text cut inside a character (U+FFFD: the cut may have hidden the start of "नहीं")."""
+    if "\ufffd" in text:
+        return False
+    words = normalise(text).split()
+    # the last word may be cut short; every word before it must repeat the unit, twice at least
+    whole = len(words) - 1
+    for period in range(1, whole // 2 + 1):
+        if all(word == words[k % period] for k, word in enumerate(words[:whole])):
+            return words[whole % period].startswith(words[-1])
     return False
