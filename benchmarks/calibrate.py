@@ -129,22 +129,26 @@ def hear(args: argparse.Namespace) -> int:
                 question = "card" if clip.set == "fsdd" else "yes"
                 utterance = Utterance(samples, langs, texts, spoken, question=question)
                 h = transcriber.transcribe_many([utterance])[0]
-            record = {
-                "id": clip.id,
-                "text": h.text,
-                "language": h.language,
-                "nsp": h.no_speech_prob,
-                "avg": h.avg_logprob,
-                "refusal": h.refusal.value if h.refusal else None,
-                "scores": dict(h.scores),
-                "hypotheses": [[x.text, x.language, x.score, x.reading] for x in h.hypotheses],
-                "timings_ms": dict(h.timings_ms),
-            }
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.write(json.dumps(record(clip.id, h), ensure_ascii=False) + "\n")
             if n % 100 == 0:
                 rate = n / (time.perf_counter() - started)
                 print(f"{n}/{len(todo)}, {rate:.2f} clips/s", file=sys.stderr)
     return 0
+
+
+def record(clip_id: str, h: Hearing) -> dict[str, object]:
+    """One cache line: every score of a hearing the decision reads (``load`` reads it back)."""
+    return {
+        "id": clip_id,
+        "text": h.text,
+        "language": h.language,
+        "nsp": h.no_speech_prob,
+        "avg": h.avg_logprob,
+        "refusal": h.refusal.value if h.refusal else None,
+        "scores": dict(h.scores),
+        "hypotheses": [[x.text, x.language, x.score, x.reading] for x in h.hypotheses],
+        "timings_ms": dict(h.timings_ms),
+    }
 
 
 def load(cache: Path) -> dict[str, Hearing]:
