@@ -14,3 +14,11 @@ def test_every_next_step_is_one_or_two_sentences_ending_in_a_full_stop() -> None
     for reason, step in NEXT_STEP.items():
         assert step.endswith("."), reason
         assert step.count(". ") <= 1, reason
+
+
+def test_next_steps_of_refusals_any_set_can_get_name_no_particular_card() -> None:
+    # A one-card set has no "second one"; these refusals come from any set, whatever its size.
+    any_set = [Reason.NO_SPEECH, Reason.UNCLEAR, Reason.HEDGE, Reason.QUESTION, Reason.NEGATION]
+    ordinals = ("first", "second", "third", "fourth", "fifth")
+    for reason in any_set:
+        assert not any(word in NEXT_STEP[reason].lower() for word in ordinals), reason
