@@ -59,6 +59,7 @@ class Reason(StrEnum):
     # the gate
     UNKNOWN_PENDING = "unknown_pending"
     NOT_OPEN = "not_open"
+    WITHDRAWN = "withdrawn"
     SET_EXPIRED = "set_expired"
     WRONG_STAGE = "wrong_stage"
     WRONG_SET = "wrong_set"
@@ -76,6 +77,7 @@ class Reason(StrEnum):
     TOO_MANY_OPEN = "too_many_open"
     PROPOSAL_RATE = "proposal_rate"
     # devices and pairing
+    UNSIGNED_REQUEST = "unsigned_request"
     UNKNOWN_DEVICE = "unknown_device"
     DEVICE_REVOKED = "device_revoked"
     WRONG_DEVICE_USER = "wrong_device_user"
@@ -129,6 +131,7 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.LANGUAGE_UNAVAILABLE: "The recogniser for that language is not installed; tap instead.",
     Reason.UNKNOWN_PENDING: "No such pending action; list the pending actions again.",
     Reason.NOT_OPEN: "This action was already decided; nothing more will run.",
+    Reason.WITHDRAWN: "The agent withdrew this action; nothing ran.",
     Reason.SET_EXPIRED: "The time ran out; ask the agent to propose the action again.",
     Reason.WRONG_STAGE: "This answer is not for the current step; look at the card again.",
     Reason.WRONG_SET: "This answer was for another card; look at the card again.",
@@ -153,6 +156,7 @@ NEXT_STEP: dict[Reason, str] = {
     "or withdraw one before proposing more.",
     Reason.PROPOSAL_RATE: "Too many proposals from this agent; wait a minute and propose only "
     "what the user needs.",
+    Reason.UNSIGNED_REQUEST: "The request was not signed; send it from a paired device.",
     Reason.UNKNOWN_DEVICE: "Pair this device again.",
     Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",
     Reason.WRONG_DEVICE_USER: "This device belongs to another user.",
