@@ -117,7 +117,7 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.CLIPPED: "The recording is distorted; speak a little further from the microphone.",
     Reason.TOO_NOISY: "Too much background noise; try again somewhere quieter or tap.",
     Reason.AUDIO_REUSED: "This recording was used before; say your answer again.",
-    Reason.NO_SPEECH: "No speech was heard; say your answer again or tap.",
+    Reason.NO_SPEECH: "Nothing clear was heard; say your answer again or tap.",
     Reason.UNCLEAR: "Not sure what was said; say it again or tap.",
     Reason.NOT_UNDERSTOOD: "Say a card number, 'yes', 'cancel' or 'more time', or tap.",
     Reason.HEDGE: "Take your time; say 'yes' when you are sure, or 'more time'.",
