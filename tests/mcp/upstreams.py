@@ -5,6 +5,7 @@
 - ``deaf``: the same, but its ``subscriptions/listen`` fails, so at 2026-07-28 nothing
   carries the announcement.
 - ``clash``: a tool named like one of the gate's own (``withdraw``).
+- ``banner``: ``growing``, after a line of plain text on stdout, as some servers print.
 """
 
 from __future__ import annotations
@@ -74,5 +75,8 @@ if __name__ == "__main__":
         "growing": growing_server,
         "deaf": lambda: growing_server(listen=False),
         "clash": clash_server,
+        "banner": growing_server,
     }
+    if sys.argv[1] == "banner":
+        print("starting the notes server", flush=True)
     kinds[sys.argv[1]]().run("stdio")
