@@ -72,6 +72,8 @@ class Reason(StrEnum):
     OUTCOME_UNRECORDED = "outcome_unrecorded"
     OPERATOR_DISABLED = "operator_disabled"
     UNKNOWN_TOOL = "unknown_tool"
+    BAD_ARGUMENTS = "bad_arguments"
+    BAD_TOOL_SCHEMA = "bad_tool_schema"
     NOT_ON_DEVICE = "not_on_device"
     ARGUMENTS_TOO_LARGE = "arguments_too_large"
     TOO_MANY_OPEN = "too_many_open"
@@ -148,6 +150,10 @@ NEXT_STEP: dict[Reason, str] = {
     "again; check its status later.",
     Reason.OPERATOR_DISABLED: "The operator disabled this tool; do not retry.",
     Reason.UNKNOWN_TOOL: "No such tool upstream; list the tools again and use one of them.",
+    Reason.BAD_ARGUMENTS: "The arguments do not match the tool's input schema (see detail); "
+    "nothing was proposed, so fix them and call again.",
+    Reason.BAD_TOOL_SCHEMA: "The upstream tool's input schema is not valid, so no call of it "
+    "can be checked or proposed; tell the operator.",
     Reason.NOT_ON_DEVICE: "This write is not approved on the user's device (its mode is token "
     "or delegate), so it cannot be an option; call it directly instead.",
     Reason.ARGUMENTS_TOO_LARGE: "The arguments are too long for a person to read on a card; "
