@@ -59,6 +59,7 @@ class Reason(StrEnum):
     # the gate
     UNKNOWN_PENDING = "unknown_pending"
     NOT_OPEN = "not_open"
+    WITHDRAWN = "withdrawn"
     SET_EXPIRED = "set_expired"
     WRONG_STAGE = "wrong_stage"
     WRONG_SET = "wrong_set"
@@ -71,11 +72,14 @@ class Reason(StrEnum):
     OUTCOME_UNRECORDED = "outcome_unrecorded"
     OPERATOR_DISABLED = "operator_disabled"
     UNKNOWN_TOOL = "unknown_tool"
+    BAD_ARGUMENTS = "bad_arguments"
+    BAD_TOOL_SCHEMA = "bad_tool_schema"
     NOT_ON_DEVICE = "not_on_device"
     ARGUMENTS_TOO_LARGE = "arguments_too_large"
     TOO_MANY_OPEN = "too_many_open"
     PROPOSAL_RATE = "proposal_rate"
     # devices and pairing
+    UNSIGNED_REQUEST = "unsigned_request"
     UNKNOWN_DEVICE = "unknown_device"
     DEVICE_REVOKED = "device_revoked"
     WRONG_DEVICE_USER = "wrong_device_user"
@@ -115,8 +119,8 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.CLIPPED: "The recording is distorted; speak a little further from the microphone.",
     Reason.TOO_NOISY: "Too much background noise; try again somewhere quieter or tap.",
     Reason.AUDIO_REUSED: "This recording was used before; say your answer again.",
-    Reason.NO_SPEECH: "No speech was heard; say your answer again or tap.",
-    Reason.UNCLEAR: "Not sure what was said; say it again, for example 'the second one', or tap.",
+    Reason.NO_SPEECH: "Nothing clear was heard; say your answer again or tap.",
+    Reason.UNCLEAR: "Not sure what was said; say it again or tap.",
     Reason.NOT_UNDERSTOOD: "Say a card number, 'yes', 'cancel' or 'more time', or tap.",
     Reason.HEDGE: "Take your time; say 'yes' when you are sure, or 'more time'.",
     Reason.QUESTION: "That sounded like a question; say your answer plainly, or 'cancel'.",
@@ -129,6 +133,7 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.LANGUAGE_UNAVAILABLE: "The recogniser for that language is not installed; tap instead.",
     Reason.UNKNOWN_PENDING: "No such pending action; list the pending actions again.",
     Reason.NOT_OPEN: "This action was already decided; nothing more will run.",
+    Reason.WITHDRAWN: "The agent withdrew this action; nothing ran.",
     Reason.SET_EXPIRED: "The time ran out; ask the agent to propose the action again.",
     Reason.WRONG_STAGE: "This answer is not for the current step; look at the card again.",
     Reason.WRONG_SET: "This answer was for another card; look at the card again.",
@@ -145,6 +150,10 @@ NEXT_STEP: dict[Reason, str] = {
     "again; check its status later.",
     Reason.OPERATOR_DISABLED: "The operator disabled this tool; do not retry.",
     Reason.UNKNOWN_TOOL: "No such tool upstream; list the tools again and use one of them.",
+    Reason.BAD_ARGUMENTS: "The arguments do not match the tool's input schema (see detail); "
+    "nothing was proposed, so fix them and call again.",
+    Reason.BAD_TOOL_SCHEMA: "The upstream tool's input schema is not valid, so no call of it "
+    "can be checked or proposed; tell the operator.",
     Reason.NOT_ON_DEVICE: "This write is not approved on the user's device (its mode is token "
     "or delegate), so it cannot be an option; call it directly instead.",
     Reason.ARGUMENTS_TOO_LARGE: "The arguments are too long for a person to read on a card; "
@@ -153,6 +162,7 @@ NEXT_STEP: dict[Reason, str] = {
     "or withdraw one before proposing more.",
     Reason.PROPOSAL_RATE: "Too many proposals from this agent; wait a minute and propose only "
     "what the user needs.",
+    Reason.UNSIGNED_REQUEST: "The request was not signed; send it from a paired device.",
     Reason.UNKNOWN_DEVICE: "Pair this device again.",
     Reason.DEVICE_REVOKED: "This device was unpaired; pair it again.",
     Reason.WRONG_DEVICE_USER: "This device belongs to another user.",

@@ -267,10 +267,11 @@ def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: S
           const { answerLines } = await import("/approve/texts.js");
           const said = (heard, reason, next_step) => answerLines(
             { heard, reason, next_step, released: false, decision: "refuse" }, "the request");
+          const again = "Nothing clear was heard; say your answer again or tap.";
           return {
-            no: said(["No"], "no_speech", "No speech was heard; say your answer again or tap."),
-            dot: said(["."], "unclear", "Not sure what was said; say it again."),
-            silent: said(["."], "no_speech", "No speech was heard; say your answer again or tap."),
+            no: said(["No"], "no_speech", again),
+            dot: said(["."], "unclear", "Not sure what was said; say it again or tap."),
+            silent: said(["."], "no_speech", again),
           };
         }"""
     )

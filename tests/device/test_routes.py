@@ -96,6 +96,28 @@ async def test_cancel_closes_the_set_and_runs_nothing(
     assert executed.calls == [] and await pending_sets(device) == []
 
 
+async def test_tap_on_a_withdrawn_set_is_told_it_was_withdrawn_and_runs_nothing(
+    device: SigningDevice, services: Services, executed: Executed
+) -> None:
+    proposed = await propose(services)
+    (shown,) = await pending_sets(device)
+    await services.gate.withdraw(proposed.id)
+    response = await tap(device, shown, decision="choose", card=1)
+    assert response.status_code == 409 and response.json()["reason"] == Reason.WITHDRAWN
+    stale = await tap(device, {**shown, "nonce": "an-older-nonce"}, decision="choose", card=1)
+    assert stale.status_code == 409 and stale.json()["reason"] == Reason.WITHDRAWN
+    assert executed.calls == []
+
+
+async def test_tap_on_an_unknown_set_is_not_found_and_names_no_status_or_deadline(
+    device: SigningDevice, executed: Executed
+) -> None:
+    response = await tap(device, {"id": "p_nosuchset", "nonce": "n"}, decision="confirm")
+    assert response.status_code == 404 and response.json()["reason"] == Reason.UNKNOWN_PENDING
+    assert "status" not in response.json() and "deadline" not in response.json()
+    assert executed.calls == []
+
+
 async def test_more_time_adds_the_stage_ttl_to_the_deadline(
     device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
@@ -147,7 +169,7 @@ async def test_unsigned_and_stale_requests_are_refused_with_the_server_time(
     device: SigningDevice, clock: ManualClock
 ) -> None:
     unsigned = await device.client.get("/device/pending")
-    assert unsigned.status_code == 401 and unsigned.json()["reason"] == Reason.UNKNOWN_DEVICE
+    assert unsigned.status_code == 401 and unsigned.json()["reason"] == Reason.UNSIGNED_REQUEST
     late = device.headers("GET", "/device/pending")
     clock.advance(61)
     stale = await device.client.get("/device/pending", headers=late)

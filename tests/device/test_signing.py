@@ -195,6 +195,12 @@ def test_unknown_device_is_refused() -> None:
     assert refusal(None, signed()) is Reason.UNKNOWN_DEVICE
 
 
+def test_request_without_any_signature_header_is_refused_as_unsigned() -> None:
+    bare = dataclasses.replace(signed(), device_id="", timestamp="", signature="")
+    assert refusal(DEVICE, bare) is Reason.UNSIGNED_REQUEST
+    assert refusal(None, bare) is Reason.UNSIGNED_REQUEST
+
+
 def test_revoked_device_is_refused() -> None:
     revoked = dataclasses.replace(DEVICE, revoked_at=START - 1)
     assert refusal(revoked, signed()) is Reason.DEVICE_REVOKED

@@ -10,7 +10,7 @@ from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk, Status
-from voicegate.reasons import Reason
+from voicegate.reasons import NEXT_STEP, Reason
 from voicegate.services import Services
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
@@ -125,6 +125,20 @@ async def test_unclear_speech_says_what_to_say_instead(
     answer = await speak(device, pending, CLIP.read_bytes())
     assert answer["released"] is False and answer["reason"] and answer["next_step"]
     assert answer["heard"] == ["Hmm, maybe."] and executed.calls == []
+
+
+async def test_speech_the_recogniser_doubts_is_no_speech_with_its_guess_and_runs_nothing(
+    device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
+) -> None:
+    doubted = Hearing("Huh.", "en", 0.9, -1.5, refusal=Reason.NO_SPEECH)
+    services.voice = VoicePipeline(
+        FakeTranscriber([doubted]), ReplayGuard(services.store.fingerprints, clock=clock)
+    )
+    pending = await services.gate.propose("asha", NOTES[:1], risk=Risk.LOW)
+    answer = await speak(device, pending, CLIP.read_bytes())
+    assert (answer["reason"], answer["released"]) == (Reason.NO_SPEECH, False)
+    assert answer["heard"] == ["Huh."] and answer["next_step"] == NEXT_STEP[Reason.NO_SPEECH]
+    assert executed.calls == []
 
 
 async def test_voice_with_a_stale_nonce_never_reaches_the_recogniser(

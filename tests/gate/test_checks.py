@@ -88,6 +88,14 @@ def test_a_closed_set_is_refused_before_any_device_is_needed() -> None:
     ]
 
 
+def test_a_withdrawn_set_is_refused_as_withdrawn_to_its_user_whichever_nonce_they_hold() -> None:
+    withdrawn = dataclasses.replace(waiting_set(), status=Status.WITHDRAWN)
+    assert check_set(answer(Kind.CHOOSE, 1), withdrawn).reason is Reason.WITHDRAWN
+    assert check_set(answer(Kind.CHOOSE, 1, nonce="old"), withdrawn).reason is Reason.WITHDRAWN
+    stranger = answer(Kind.CHOOSE, 1, nonce="old", user="u2")
+    assert check_set(stranger, withdrawn).reason is Reason.WRONG_SET
+
+
 def test_a_cancel_passes_without_naming_a_card() -> None:
     verdict = verdict_of(answer(Kind.CANCEL), waiting_set())
     assert (verdict.reason, verdict.chosen) == (None, None)

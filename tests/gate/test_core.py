@@ -424,7 +424,7 @@ async def test_withdrawn_set_cannot_be_confirmed(store, clock, upstream):
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
     assert (await gate.withdraw(pending.id)).status is Status.WITHDRAWN
     outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
-    assert outcome.reason is Reason.NOT_OPEN and not upstream.calls
+    assert outcome.reason is Reason.WITHDRAWN and not upstream.calls
 
 
 async def test_proposing_more_than_five_cards_is_refused(store, clock, upstream):

@@ -129,7 +129,7 @@ async def test_the_decorator_front_validates_each_options_arguments_as_the_write
         ]
         offer["options"][1] = {"tool": "wipe", "arguments": {"keep_backup": True}}
         refused = text_of(await client.call_tool("choose_one", offer))
-        assert refused["reason"] == "bad_request" and "option 2" in refused["detail"]
+        assert refused["reason"] == "bad_arguments" and "option 2" in refused["detail"]
 
 
 async def test_the_decorator_front_answers_a_refused_proposal_by_its_reason() -> None:

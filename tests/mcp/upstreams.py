@@ -7,6 +7,7 @@
 - ``clash``: a tool named like one of the gate's own (``withdraw``).
 - ``regions``: a ``find(region)`` read whose argument is mirrored in an ``Mcp-Param-Region``
   header at 2026-07-28.
+- ``banner``: ``growing``, after a line of plain text on stdout, as some servers print.
 """
 
 from __future__ import annotations
@@ -91,5 +92,8 @@ if __name__ == "__main__":
         "deaf": lambda: growing_server(listen=False),
         "clash": clash_server,
         "regions": regions_server,
+        "banner": growing_server,
     }
+    if sys.argv[1] == "banner":
+        print("starting the notes server", flush=True)
     kinds[sys.argv[1]]().run("stdio")

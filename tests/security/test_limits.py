@@ -194,7 +194,7 @@ async def test_a_full_intake_answers_busy_to_a_signed_upload_and_401_to_an_unsig
             "/device/voice", content=wav, headers={**headers, "Content-Type": "audio/wav"}
         )
         assert unsigned.status_code == 401
-        assert unsigned.json()["reason"] == Reason.UNKNOWN_DEVICE
+        assert unsigned.json()["reason"] == Reason.UNSIGNED_REQUEST
         busy = await device.post("/device/voice", audio.encode("wav"), "audio/wav", **headers)
         assert busy.status_code == 429 and busy.json()["reason"] == Reason.BUSY
         assert busy.headers["Retry-After"] == "1"

@@ -372,7 +372,7 @@ HEADER_ATTACKS: dict[str, tuple[Callable[[dict[str, str]], None], Reason]] = {
     "unknown device": (_set(signing.DEVICE_HEADER, "dev_unknown"), Reason.UNKNOWN_DEVICE),
     "no signature headers": (
         _unsigned,
-        Reason.UNKNOWN_DEVICE,
+        Reason.UNSIGNED_REQUEST,
     ),
     "timestamp that is not a number": (
         _set(signing.TIMESTAMP_HEADER, "soon"),

@@ -35,7 +35,7 @@ async def test_f1_half_sent_uploads_do_not_block_signed_answers() -> None:
             "/device/voice", content=wav, headers={**headers, "Content-Type": "audio/wav"}
         )
         assert unsigned.status_code == 401
-        assert unsigned.json()["reason"] == Reason.UNKNOWN_DEVICE
+        assert unsigned.json()["reason"] == Reason.UNSIGNED_REQUEST
         # The stalled uploads were still held open all along: none has been answered yet.
         assert len(probe.server.server_state.tasks) >= HALF_SENT
         assert not any(reader.at_eof() or len(reader._buffer) for reader, _ in stalled)  # type: ignore[attr-defined]

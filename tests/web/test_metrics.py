@@ -89,8 +89,8 @@ async def test_voice_answers_are_timed_and_refusals_counted_by_reason(w: World) 
 
 async def test_edge_refusals_are_counted_before_any_route_runs(w: World) -> None:
     unsigned = await w.http.get("/device/pending")
-    assert unsigned.json()["reason"] == Reason.UNKNOWN_DEVICE
-    assert sample(w, "voicegate_refusals_total", edge="device", reason="unknown_device") == 1
+    assert unsigned.json()["reason"] == Reason.UNSIGNED_REQUEST
+    assert sample(w, "voicegate_refusals_total", edge="device", reason="unsigned_request") == 1
     assert sample(w, "voicegate_confirm_events_total", event="refused") == 1
 
 
@@ -98,9 +98,9 @@ async def test_each_app_counts_in_its_own_registry_not_the_global_one(w: World) 
     async with world() as other:
         await other.http.get("/device/pending")
         assert (
-            sample(other, "voicegate_refusals_total", edge="device", reason="unknown_device") == 1
+            sample(other, "voicegate_refusals_total", edge="device", reason="unsigned_request") == 1
         )
-    assert sample(w, "voicegate_refusals_total", edge="device", reason="unknown_device") == 0
+    assert sample(w, "voicegate_refusals_total", edge="device", reason="unsigned_request") == 0
     assert REGISTRY.get_sample_value("voicegate_refusals_total", {"edge": "device"}) is None
 
 

@@ -37,6 +37,7 @@ _STATUS: dict[Reason, int] = {
     Reason.BAD_REQUEST: 400,
     Reason.MALFORMED: 400,
     Reason.BAD_PAIRING_CODE: 400,
+    Reason.UNSIGNED_REQUEST: 401,
     Reason.UNKNOWN_DEVICE: 401,
     Reason.DEVICE_REVOKED: 401,
     Reason.BAD_DEVICE_SIGNATURE: 401,

@@ -220,9 +220,9 @@ def _answer(
 ) -> JSONResponse:
     now = services.clock()
     _report(services, evidence, outcome)
-    if outcome.reason is Reason.WRONG_DEVICE_USER:
-        # Another user's set: the refusal says so and nothing more (not its status, stage,
-        # deadline or cards).
+    if outcome.reason in (Reason.WRONG_DEVICE_USER, Reason.UNKNOWN_PENDING):
+        # Another user's set, or none: the refusal says so and nothing more (no status, stage,
+        # deadline or cards, which an unknown set does not have).
         return refusal(outcome.reason, now=now)
     body = AnswerOut.of(outcome, now=now, heard=heard)
     # A write that ran but failed upstream was still released: that is news, not a refusal.
@@ -274,6 +274,8 @@ async def _open_set(services: Services, device: Device, pending_id: str, nonce: 
         raise DeviceRefused(Reason.WRONG_DEVICE_USER)
     if pending.status is Status.EXPIRED:
         raise Refused(Reason.SET_EXPIRED)
+    if pending.status is Status.WITHDRAWN:
+        raise Refused(Reason.WITHDRAWN)
     if pending.status is not Status.WAITING:
         raise Refused(Reason.NOT_OPEN)
     if not hmac.compare_digest(nonce.encode(), pending.nonce.encode()):

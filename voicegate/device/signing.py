@@ -153,9 +153,12 @@ def verify(
 ) -> tuple[str, float]:
     """Check one signed request; the ledger key that spends it and when that key may go.
 
-    Refuses, in this order: unknown_device, device_revoked, stale_request, bad_device_signature.
-    The caller must still spend the returned key once (request_replayed on the second time).
+    Refuses, in this order: unsigned_request (none of the three signature headers),
+    unknown_device, device_revoked, stale_request, bad_device_signature. The caller must still
+    spend the returned key once (request_replayed on the second time).
     """
+    if not (request.device_id or request.timestamp or request.signature):
+        raise DeviceRefused(Reason.UNSIGNED_REQUEST)
     if device is None or device.id != request.device_id:
         raise DeviceRefused(Reason.UNKNOWN_DEVICE)
     if device.revoked_at is not None:

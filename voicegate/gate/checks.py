@@ -98,7 +98,15 @@ def check_set(evidence: Evidence, pending: PendingSet | None) -> Verdict:
     checks = Checklist()
     if pending is None:
         return _refuse(checks, "for_this_set", Reason.UNKNOWN_PENDING)
-    if not secrets.compare_digest(evidence.nonce.encode(), pending.nonce.encode()):
+    same_nonce = secrets.compare_digest(evidence.nonce.encode(), pending.nonce.encode())
+    if pending.status is Status.WITHDRAWN and evidence.user == pending.user:
+        # The set's own user is told it was withdrawn, whichever nonce they hold: nothing of
+        # it can run any more, and "another card" would send them looking for one.
+        if not same_nonce:
+            return _refuse(checks, "for_this_set", Reason.WITHDRAWN)
+        checks.ok("for_this_set")
+        return _refuse(checks, "set_open", Reason.WITHDRAWN)
+    if not same_nonce:
         return _refuse(checks, "for_this_set", Reason.WRONG_SET)
     checks.ok("for_this_set")
     if pending.status is not Status.WAITING:

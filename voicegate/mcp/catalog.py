@@ -13,9 +13,11 @@ from typing import Any
 
 from mcp.types import CallToolResult, Tool
 
-from voicegate.errors import ConfigError, VoicegateError
+from voicegate.errors import ConfigError, Refused, VoicegateError
+from voicegate.mcp import input_schema
 from voicegate.mcp.policy import OWN_TOOLS, Classification, Policy, check_collisions
 from voicegate.mcp.upstream import UpstreamPool
+from voicegate.reasons import Reason
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,16 @@ class Catalog:
     def listed(self, name: str) -> Tool | None:
         """``name`` as the upstream last listed it, without asking the upstream again."""
         return self._listed.get(name)
+
+    async def check_arguments(
+        self, name: str, arguments: Mapping[str, Any], where: str = ""
+    ) -> None:
+        """Refuse ``arguments`` that do not fit the upstream tool's ``inputSchema``
+        (``bad_arguments``), or a tool whose schema is invalid (``bad_tool_schema``)."""
+        tool = await self.lookup(name)
+        if tool is None:
+            raise Refused(Reason.UNKNOWN_TOOL, f"{where}: {name}" if where else name)
+        input_schema.check_arguments(tool, arguments, where=where)
 
     def classify(self, name: str) -> Classification:
         """How the gate treats ``name``; a tool never listed is a write."""

@@ -172,7 +172,7 @@ class GatedServer:
             arguments = func_metadata(fn).validate_arguments(option.arguments)
         except ValidationError:
             raise Refused(
-                Reason.BAD_REQUEST, f"option {number}: arguments do not fit {option.tool}"
+                Reason.BAD_ARGUMENTS, f"option {number}: arguments do not fit {option.tool}"
             ) from None
         return ActionRequest(tool=option.tool, arguments=arguments)
 

@@ -160,6 +160,7 @@ class GatedTools:
                 raise Refused(Reason.OPERATOR_DISABLED, f"option {number}: {option.tool}")
             if kind.mode is not Mode.DEVICE:
                 raise Refused(Reason.NOT_ON_DEVICE, f"option {number}: {option.tool}")
+            await self.catalog.check_arguments(option.tool, option.arguments, f"option {number}")
             # One set has one risk: when any option needs a second yes, whichever is chosen asks.
             if kind.risk is Risk.HIGH:
                 risk = Risk.HIGH
@@ -187,6 +188,9 @@ class GatedTools:
             raise Refused(
                 Reason.BAD_REQUEST, "arguments are not plain JSON within limits"
             ) from None
+        # Before any card, preview or run: a call the upstream would refuse is never approved.
+        plain = token_mode.split_token(arguments)[0] if kind.mode is Mode.TOKEN else arguments
+        await self.catalog.check_arguments(kind.tool, plain)
         if kind.mode is Mode.DELEGATE:
             request = ActionRequest(tool=kind.tool, arguments=arguments)
             receipt = await self.gate.run_delegated(self.options.user, request)

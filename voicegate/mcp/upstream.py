@@ -34,6 +34,7 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from voicegate.errors import Refused
+from voicegate.mcp.upstream_failures import Attempt, Failure, explain, watching
 from voicegate.reasons import Reason
 
 logger = logging.getLogger(__name__)
@@ -44,10 +45,14 @@ _LIST_PAGE_CAP = 100  # an upstream whose pagination never ends cannot hang a li
 
 
 class UpstreamError(Refused):
-    """The upstream could not be reached, or the session died while a call was in flight."""
+    """The upstream could not be reached, or the session died while a call was in flight.
 
-    def __init__(self, detail: str) -> None:
+    ``failure`` says why a session could not be opened at all (None for a session lost later).
+    """
+
+    def __init__(self, detail: str, *, failure: Failure | None = None) -> None:
         super().__init__(Reason.UPSTREAM_FAILED, detail)
+        self.failure = failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +107,7 @@ class _Connection:
         # asks the upstream afresh rather than trusting a cache nobody keeps current.
         self.hears_changes = True
         self.listening = False  # a subscriptions/listen stream is acknowledged and open
+        self.attempt = Attempt()  # what opening it saw, to say in one line why it failed
 
     def is_usable(self) -> bool:
         if not self.alive or self.client is None:
@@ -248,6 +254,7 @@ class UpstreamPool:
     async def _connect(self) -> Client:
         if self._tg is None:
             raise RuntimeError("UpstreamPool must be entered (async with) before use")
+        failure, why = Failure.OTHER, "no attempt made"
         last: BaseException | None = None
         for attempt in range(self.connect_attempts):
             if attempt:
@@ -260,15 +267,19 @@ class UpstreamPool:
                 self.invalidate_tools()
                 return conn.client
             last = conn.error
+            failure, why = explain(last, conn.attempt)
             logger.warning(
-                "upstream %s: connect attempt %d failed: %s",
+                "upstream %s: connect attempt %d of %d failed: %s",
                 self.spec.describe(),
                 attempt + 1,
-                type(last).__name__ if last else "unknown",
+                self.connect_attempts,
+                why,
             )
         raise UpstreamError(
             f"could not connect to the upstream {self.spec.describe()} "
-            f"after {self.connect_attempts} attempts"
+            f"after {self.connect_attempts} attempt{'s' if self.connect_attempts > 1 else ''}: "
+            f"{why}",
+            failure=failure,
         ) from last
 
     async def _open(self, stack: AsyncExitStack) -> Client:
@@ -310,6 +321,8 @@ class UpstreamPool:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         started = False
+        # The SDK's stdout reader runs in tasks started from this one, so they report here.
+        watching(conn.attempt)
         try:
             async with AsyncExitStack() as stack:
                 client = await self._open(stack)
@@ -319,8 +332,16 @@ class UpstreamPool:
                         # announces right after connecting is never missed.
                         await watchers.start(self._listen, client, conn)
                     conn.client = client
-                    conn.alive = True
+                    conn.alive = conn.attempt.connected = True
                     started = True
+                    if conn.attempt.not_mcp_lines:
+                        logger.warning(
+                            "upstream %s wrote %d lines that are not MCP on stdout before its "
+                            "handshake, the first %r",
+                            self.spec.describe(),
+                            conn.attempt.not_mcp_lines,
+                            conn.attempt.first_line,
+                        )
                     task_status.started()
                     await conn.stop.wait()
                     watchers.cancel_scope.cancel()
