@@ -1,10 +1,9 @@
 """The agent-facing MCP server: reads pass through, writes wait for the user.
 
 It lists the upstream's tools (each write's description says how it is approved) plus the
-gate's own ``pending_status`` and ``withdraw``. A call to a read goes straight to the upstream.
-A write follows its mode: ``device`` opens a pending card set and answers
-``pending_user_confirmation`` (never the nonce); ``token`` runs the two-phase token; ``reject``
-refuses; ``delegate`` runs at once and records that in the receipt.
+gate's own tools. A call to a read goes straight to the upstream. A write follows its mode:
+``device`` opens a pending card set and answers ``pending_user_confirmation`` (never the
+nonce); ``token`` runs the two-phase token; ``reject`` refuses; ``delegate`` runs at once.
 
 A client that declared it can show links is pointed to the approve page: at 2026-07-28 the
 first answer is an input-required result carrying a URL elicitation, and the client's retry
