@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import FIXTURES, ROOT, require
 from tests.reliability.cluster import Served, free_port, running
 from voicegate import cli
-from voicegate.eval import command
+from voicegate.cli import eval as eval_cli
 from voicegate.reasons import Reason
 from voicegate.store import open_store
 
@@ -119,7 +119,7 @@ async def test_the_corpus_runs_against_a_running_server(
 def test_url_without_the_servers_store_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv(command.DB_ENV, raising=False)
+    monkeypatch.delenv(eval_cli.DB_ENV, raising=False)
     argv = ["eval", "--manifest", str(tmp_path / "m.jsonl"), "--url", "http://127.0.0.1:9"]
     assert cli.main([*argv, "--token", "t"]) == 2
     assert "--url needs --db" in capsys.readouterr().err
@@ -152,7 +152,7 @@ def test_a_server_that_does_not_answer_exits_2(
 
 def test_the_report_command_hides_the_token_and_the_store_password() -> None:
     argv = ["--url", "http://h", "--token", "s3cret", "--db=postgresql://u:pw@h/db"]
-    assert command.shown_command(argv) == [
+    assert eval_cli.shown_command(argv) == [
         "--url",
         "http://h",
         "--token",

@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from voicegate.eval import command, local, runner
+from voicegate.cli import eval as eval_cli
+from voicegate.cli import main
+from voicegate.eval import local, outputs, runner
 from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
 from voicegate.gate.types import Decision
@@ -117,8 +119,7 @@ async def test_a_wrong_card_is_a_false_release(tmp_path: Path) -> None:
 
 def test_the_command_exits_2_on_a_bad_manifest(tmp_path: Path) -> None:
     (tmp_path / "m.jsonl").write_text('{"id": 1}\n', encoding="utf-8")
-    args = argparse.Namespace(manifest=tmp_path / "m.jsonl", limit=None, url=None, agent=False)
-    assert command.run(args) == 2
+    assert main(["eval", "--manifest", str(tmp_path / "m.jsonl")]) == 2
 
 
 def test_answers_parse_whatever_the_status() -> None:
@@ -154,7 +155,7 @@ async def test_a_hundred_answers_from_one_user_are_all_decided_not_throttled(
 
 def test_the_eval_defaults_to_the_servers_model_and_language() -> None:
     parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
+    eval_cli.add_arguments(parser)
     args = parser.parse_args(["--manifest", "m.jsonl"])
     assert (args.model, args.langs) == (None, None)  # tiny.en and English, as voicegate serve
     assert "tiny.en" in parser.format_help() and "default: en" in parser.format_help()
@@ -219,8 +220,7 @@ async def test_enrolment_lines_are_taught_through_the_device_api_and_are_not_cas
     assert [r.id for r in results] == ["new-two", "replayed"]
     assert (results[0].write, results[1].reason) == (2, Reason.AUDIO_REUSED)
     assert len(stored) == 6
-    args = argparse.Namespace(json=None, report=None)
-    doc = command.write_outputs(results, args, harness.taught)
+    doc = outputs.write(results, harness.taught)
     assert doc["cases"] == 2
     assert doc["enrolment"] == {
         "takes": 7,

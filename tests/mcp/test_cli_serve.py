@@ -24,9 +24,9 @@ from tests.conftest import ROOT
 from tests.device.kit import SigningDevice
 from tests.mcp.harness import TOKEN, agent_at, data
 from voicegate.cli import build_parser, main
+from voicegate.cli.serve import config_from
 from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError
-from voicegate.mcp.commands import _listen, config_from
 from voicegate.mcp.notes import PIDFILE_ENV, build_notes_server
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.server import build_server
@@ -41,6 +41,7 @@ from voicegate.settings import (
 )
 from voicegate.store.memory import MemoryStore
 from voicegate.web.app import Assembly, build_app
+from voicegate.web.serve import listen
 
 PYTHON = sys.executable
 
@@ -430,7 +431,7 @@ async def test_connections_to_the_serve_socket_send_without_delay() -> None:
         )
         writer.close()
 
-    with _listen("127.0.0.1", 0) as sock:
+    with listen("127.0.0.1", 0) as sock:
         assert sock.proto == socket.IPPROTO_TCP
         server = await asyncio.start_server(answer, sock=sock)
         async with server:

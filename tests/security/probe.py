@@ -1,5 +1,5 @@
 """The outside probe's rig: the real app under a real uvicorn on 127.0.0.1, reached over real
-sockets, as ``voicegate serve`` runs it (``commands.server_config``).
+sockets, as ``voicegate serve`` runs it (``voicegate.web.serve.server_config``).
 
 The app runs around a memory store, a moved clock (device signatures use it), the in-process
 notes upstream and a fake recogniser; everything else (the edge, the middleware, uvicorn's
@@ -24,7 +24,6 @@ from tests.security.kit import TOKEN, Deaf, Eager
 from voicegate.clock import ManualClock
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk
-from voicegate.mcp.commands import server_config
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.server import GatedTools
@@ -38,6 +37,7 @@ from voicegate.store import open_store
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.web.app import build_app
+from voicegate.web.serve import server_config
 
 # A bound on every wait for the server, so a broken test fails instead of hanging; a passing
 # test never waits this long.

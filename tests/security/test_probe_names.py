@@ -16,9 +16,9 @@ import pytest
 from tests.device.kit import SigningDevice
 from tests.security.probe import served
 from voicegate.cli import main
+from voicegate.cli import receipts as receipts_cli
 from voicegate.device.pairing import device_name, start_pairing
 from voicegate.errors import DeviceRefused
-from voicegate.gate import commands as receipts_cli
 from voicegate.gate.types import Device, DeviceKind
 from voicegate.reasons import Reason
 from voicegate.settings import KEYS_ENV
@@ -94,7 +94,7 @@ def test_f7_devices_list_escapes_a_name_stored_before_the_check(
 
 def test_f7_receipts_json_escapes_what_json_leaves_raw(capsys: pytest.CaptureFixture[str]) -> None:
     value = {"tool": "del\u007f\u009b2J\u202e", "transcript": "हाँ\nyes"}
-    receipts_cli._dump(value)
+    receipts_cli.dump(value)
     out = capsys.readouterr().out
     assert terminal_safe(out), repr(out)
     assert json.loads(out) == value

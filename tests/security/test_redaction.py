@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicegate.mcp import commands
+from voicegate.cli.serve import demo_banner
 from voicegate.secrets import Secret
 from voicegate.settings import ServerConfig
 from voicegate.store import open_store
@@ -26,7 +26,7 @@ def test_server_config_repr_keeps_a_path_without_a_password_as_it_is() -> None:
 async def test_demo_banner_masks_the_database_password(capsys: pytest.CaptureFixture[str]) -> None:
     store = await open_store("memory")
     try:
-        await commands._demo_banner(ServerConfig(db=DSN, token=Secret(TOKEN)), store, None)
+        await demo_banner(ServerConfig(db=DSN, token=Secret(TOKEN)), store, None)
     finally:
         await store.close()
     printed = capsys.readouterr().out

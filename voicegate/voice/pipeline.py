@@ -10,14 +10,11 @@ already in the house, a new one is refused with ``BUSY``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from voicegate.errors import AudioRefused
@@ -315,6 +312,11 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
+def default_model(languages: Sequence[str]) -> str:
+    """The model for ``languages``: tiny.en for English alone, else the multilingual base."""
+    return "tiny.en" if tuple(languages) == ("en",) else "base"
+
+
 def default_pipeline(
     fingerprints: FingerprintStore,
     *,
@@ -326,7 +328,7 @@ def default_pipeline(
     """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
     answers from ``templates`` when given.
 
-    ``model`` defaults to tiny.en for English alone and the multilingual base otherwise.
+    ``model`` defaults to ``default_model(languages)``.
     Raises ``ModelError`` when the model is not installed or does not verify.
     """
     from voicegate.voice.enrolment import StoreEnrolments
@@ -334,50 +336,9 @@ def default_pipeline(
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(languages)
-    name = model or ("tiny.en" if langs == ("en",) else "base")
-    transcriber = FasterWhisperTranscriber(name, device=device)
+    transcriber = FasterWhisperTranscriber(model or default_model(langs), device=device)
     taught = StoreEnrolments(templates) if templates is not None else None
     return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs, enrolments=taught)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``voicegate decide``."""
-    parser.add_argument("audio", type=Path, help="a WAV, FLAC, OGG/Opus or WebM/Opus file")
-    parser.add_argument("--cards", type=int, required=True, help="how many cards are open (1-5)")
-    parser.add_argument("--stage", choices=[s.value for s in Stage], default=Stage.CHOOSE.value)
-    parser.add_argument("--lang", choices=sorted(LEXICONS), action="append", dest="langs")
-    parser.add_argument(
-        "--model", default=None, help="tiny.en (English only) or base (multilingual, needed for hi)"
-    )
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Decide one audio file with the real recogniser and no replay history; print the result."""
-    from voicegate.voice.whisper import FasterWhisperTranscriber
-
-    langs = tuple(args.langs or ["en"])
-    model = args.model or ("tiny.en" if langs == ("en",) else "base")
-    transcriber = FasterWhisperTranscriber(model, device=args.device)
-    pipeline = VoicePipeline(transcriber, None, languages=langs)
-    result = asyncio.run(
-        pipeline.decide(
-            args.audio.read_bytes(), user="cli", cards=args.cards, stage=Stage(args.stage)
-        )
-    )
-    if args.json:
-        print(json.dumps(as_json(result), ensure_ascii=False, indent=2))
-    else:
-        d = result.decision
-        what = (
-            d.kind.value + (f" {d.card}" if d.card else "") + (f" ({d.reason})" if d.reason else "")
-        )
-        print(f"{what}  heard {list(result.transcripts)}  language {result.language}")
-        for text, score in result.readings[:5]:
-            print(f"  {score:8.2f}  {text}")
-        print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
-    return 0
 
 
 def as_json(result: VoiceResult) -> dict[str, object]:

@@ -1,27 +1,26 @@
-"""``voicegate eval``: its arguments, its outputs and the command itself.
+"""``voicegate eval``: its arguments and the command that runs a manifest or the agent suite.
 
 By default the cases run against the real app in this process over an ASGI transport, with a
 memory store and the demo notes server as the upstream (``voicegate.eval.local``). With
 ``--url`` they run against a running ``voicegate serve`` in front of the notes server
 (``python -m voicegate.mcp.notes``; ``voicegate.eval.remote``). ``--agent`` runs the scripted
-worst-case agent suite instead (``voicegate.eval.agent``).
+worst-case agent suite instead (``voicegate.eval.agent``). What a run writes is
+``voicegate.eval.outputs``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.eval import enrol, report
+from voicegate.eval import enrol, outputs, report
 from voicegate.eval.manifest import ManifestError, load
 from voicegate.settings import TOKEN_ENV
 
@@ -71,32 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def write_outputs(
-    results: Sequence[report.Result],
-    args: argparse.Namespace,
-    taught: Sequence[enrol.Taught] = (),
-) -> dict[str, Any]:
-    """The JSON summary and the Markdown report, where asked for; enrolment takes apart."""
-    doc = report.summary(results)
-    doc["enrolment"] = enrol.counts(taught)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", "utf-8")
-    if args.report:
-        plots = report.write_plots(results, args.report)
-        shown = shown_command(sys.argv[2:])
-        command = "voicegate eval " + shlex.join(shown) if shown else ""
-        text = report.markdown(results, command=command, plots=plots)
-        if taught:
-            e = doc["enrolment"]
-            text += (
-                f"\nEnrolment takes (not cases): {e['takes']} from {e['users']} users, "
-                f"{e['taught']} taught, {e['refused']} refused {e['reasons']}.\n"
-            )
-        (args.report / "report.md").write_text(text, encoding="utf-8")
-    return doc
 
 
 def shown_command(argv: Sequence[str]) -> list[str]:
@@ -158,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if args.agent:
         from voicegate.eval import agent
 
-        return agent.run(args)
+        return agent.run(args.json)
     if args.manifest is None:
         print("voicegate eval: --manifest or --agent is required", file=sys.stderr)
         return 2
@@ -200,7 +173,11 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"voicegate eval: {problem}", file=sys.stderr)
         return 2
-    doc = write_outputs(results, args, taught)
+    shown = shown_command(sys.argv[2:])
+    command = "voicegate eval " + shlex.join(shown) if shown else ""
+    doc = outputs.write(
+        results, taught, json_path=args.json, report_dir=args.report, command=command
+    )
     lat = doc["latency_ms"]
     print(
         f"{doc['cases']} cases, {doc['correct']} correct, {doc['false_releases']} false "

@@ -1,31 +1,20 @@
 """``voicegate serve`` (gate any MCP server) and ``voicegate demo`` (gate the built-in notes).
 
-Both build the same app (``voicegate.web.app.build_app``) and run it under uvicorn. ``demo``
-needs no flags and no network: the notes server runs in-process, the store is SQLite in a
-temporary folder, and it prints everything needed to connect an agent and pair a device.
+Both run the same gate (``voicegate.web.serve``). ``demo`` needs no flags and no network: the
+notes server runs in-process, the store is SQLite in a temporary folder, and it prints
+everything needed to connect an agent and pair a device.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import logging
 import os
 import shutil
-import signal
-import socket
 import sys
 import tempfile
-from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import uvicorn
-
-if TYPE_CHECKING:  # the model runtime loads only when voice is switched on
-    from voicegate.voice.pipeline import VoicePipeline
+from typing import TYPE_CHECKING
 
 from voicegate.errors import ConfigError, ModelError
 from voicegate.gate.types import DeviceKind
@@ -38,7 +27,6 @@ from voicegate.settings import (
     TOKEN_ENV,
     ServerConfig,
     body_timeout_from,
-    check_startup,
     keys_for,
     lease_from,
     metrics_token_from,
@@ -49,10 +37,12 @@ from voicegate.settings import (
     trusted_proxies_from,
     voice_in_flight_from,
 )
-from voicegate.store import open_store, redact
+from voicegate.store import redact
 from voicegate.store.base import Store
+from voicegate.web.serve import Banner, Voice, free_port, port_free
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from voicegate.voice.pipeline import VoicePipeline
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,33 +167,15 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"voicegate serve: {exc}", file=sys.stderr)
         return 2
     show_token = not (args.token or os.environ.get(TOKEN_ENV))
-    banner = _serve_banner_with_token if show_token else _serve_banner
-    return asyncio.run(_serve(config, upstream, policy, args, banner=banner))
-
-
-@contextlib.contextmanager
-def _quiet_stop() -> Iterator[None]:
-    """While uvicorn serves: Ctrl-C and SIGTERM end the serving cleanly, with no traceback.
-
-    uvicorn stops gracefully on either signal and then raises it again for the handler that was
-    there before; that handler is this no-op, so the shutdown (and the demo's clean-up of its
-    temporary store) runs to the end. Outside serving the usual handlers stand, so a signal
-    during start-up or a hung shutdown still stops the process.
-    """
-    stops = (signal.SIGINT, signal.SIGTERM)
-    before = {sig: signal.signal(sig, lambda *_: None) for sig in stops}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    banner = serve_banner_with_token if show_token else serve_banner
+    return asyncio.run(_serve(config, upstream, policy, voice_from(args), banner))
 
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run ``voicegate demo``; its temporary store is removed on exit unless ``--db`` names one."""
     if args.port is None:
-        args.port = DEFAULT_PORT if _port_free(args.host, DEFAULT_PORT) else _free_port(args.host)
-    elif not _port_free(args.host, args.port):
+        args.port = DEFAULT_PORT if port_free(args.host, DEFAULT_PORT) else free_port(args.host)
+    elif not port_free(args.host, args.port):
         print(
             f"voicegate demo: port {args.port} on {args.host} is already in use; name a free "
             "one with --port, or leave --port out to take any free port",
@@ -218,13 +190,38 @@ def run_demo(args: argparse.Namespace) -> int:
         config = config_from(args)
         upstream = UpstreamSpec.in_process(build_notes_server())
         policy = Policy(high_risk=("delete_*",))
-        return asyncio.run(_serve(config, upstream, policy, args, banner=_demo_banner))
+        return asyncio.run(_serve(config, upstream, policy, voice_from(args), demo_banner))
     except ConfigError as exc:
         print(f"voicegate demo: {exc}", file=sys.stderr)
         return 2
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _serve(
+    config: ServerConfig,
+    upstream: UpstreamSpec,
+    policy: Policy,
+    voice: Voice | None,
+    banner: Banner,
+) -> int:
+    """Open the store and serve on it; a refusal to start is one line and exit 2."""
+    from voicegate.observe import configure_logging
+    from voicegate.store import open_store
+    from voicegate.web.serve import serve
+
+    configure_logging()
+    # Outside the try: a store that cannot be opened is the command's own error, not a refusal.
+    store = await open_store(config.db)
+    try:
+        served = await serve(config, store, upstream, policy, voice=voice, banner=banner)
+    except (ConfigError, ModelError) as exc:
+        print(f"voicegate: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await store.close()
+    return 0 if served else 2
 
 
 def config_from(args: argparse.Namespace) -> ServerConfig:
@@ -248,97 +245,33 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def _voice_pipeline(store: Store, args: argparse.Namespace) -> VoicePipeline | None:
-    """The real recogniser, unless ``--no-voice``; a missing model is a clear error."""
+def voice_from(args: argparse.Namespace) -> Voice | None:
+    """The recogniser the flags ask for; None with ``--no-voice``."""
     if args.no_voice:
         return None
-    from voicegate.voice.pipeline import default_pipeline
-
-    return default_pipeline(
-        store.fingerprints,
-        model=args.voice_model,
-        languages=args.lang or ("en",),
-        templates=store.templates,
-    )
+    return Voice(model=args.voice_model, languages=tuple(args.lang or ("en",)))
 
 
-async def _serve(
-    config: ServerConfig,
-    upstream: UpstreamSpec,
-    policy: Policy,
-    args: argparse.Namespace,
-    *,
-    banner: Any,
-) -> int:
-    from voicegate.observe import configure_logging
-    from voicegate.web.app import build_app
-
-    configure_logging()
-    store = await open_store(config.db)
-    try:
-        check_startup(config, store_durable=bool(getattr(store, "durable", False)))
-        # One ring for the app and the demo's pairing code, even when none is configured.
-        config = replace(config, keys=config.signing_keys())
-        voice = _voice_pipeline(store, args)
-        if voice is not None:
-            # The pipeline's own queue must not refuse what the device routes admitted.
-            voice.max_waiting = config.max_voice_in_flight
-        app = build_app(config, upstream=upstream, policy=policy, store=store, voice=voice)
-        # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs here
-        # rather than inside uvicorn, so a refusal is one line and the banner, with its token,
-        # is printed only once the gate can really serve. The socket listens before the
-        # banner: an agent that connects at once waits in the backlog instead of failing.
-        server = uvicorn.Server(server_config(app))
-        async with app.router.lifespan_context(app):
-            with _listen(config.host, config.port) as sock:
-                await banner(config, store, voice)
-                with _quiet_stop():
-                    await server.serve(sockets=[sock])
-        return 0 if server.started else 2
-    except (ConfigError, ModelError) as exc:
-        print(f"voicegate: {exc}", file=sys.stderr)
-        return 2
-    except BaseExceptionGroup as group:
-        # Start-up runs inside task groups, which wrap a refusal such as a tool-name clash.
-        refused, rest = group.split((ConfigError, ModelError))
-        if refused is None or rest is not None:
-            raise
-        print(f"voicegate: {_first_leaf(refused)}", file=sys.stderr)
-        return 2
-    finally:
-        await store.close()
-
-
-def server_config(app: Any) -> uvicorn.Config:
-    """How uvicorn runs ``app``: the app's lifespan runs outside it, and uvicorn never reads
-    ``X-Forwarded-For`` itself (by default it trusts it from 127.0.0.1); the app does, and only
-    from ``--trusted-proxy`` addresses."""
-    return uvicorn.Config(app, log_level="warning", lifespan="off", proxy_headers=False)
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first exception inside ``group`` and any groups nested in it."""
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    return leaf
-
-
-async def _serve_banner(config: ServerConfig, store: Store, voice: Any) -> None:
+async def serve_banner(config: ServerConfig, store: Store, voice: VoicePipeline | None) -> None:
+    """What ``voicegate serve`` prints once it serves: where agents and devices connect."""
     print(f"Agent MCP endpoint: {config.base_url}/mcp  (Authorization: Bearer <token>)")
     print(f"Approve on your device: {config.base_url}/approve")
     print("Pair a device with: voicegate pair")
     sys.stdout.flush()
 
 
-async def _serve_banner_with_token(config: ServerConfig, store: Store, voice: Any) -> None:
-    await _serve_banner(config, store, voice)
+async def serve_banner_with_token(
+    config: ServerConfig, store: Store, voice: VoicePipeline | None
+) -> None:
+    """The serve banner and the bearer token, when the token was generated for this run."""
+    await serve_banner(config, store, voice)
     # A generated token exists nowhere else; the operator needs it once to configure the agent.
     print(f"Bearer token (generated; pass --token to keep one): {config.token.reveal().decode()}")
     sys.stdout.flush()
 
 
-async def _demo_banner(config: ServerConfig, store: Store, voice: Any) -> None:
+async def demo_banner(config: ServerConfig, store: Store, voice: VoicePipeline | None) -> None:
+    """What ``voicegate demo`` prints: the endpoint, its token, a pairing code, the store."""
     from voicegate.device.pairing import start_pairing
 
     code = await start_pairing(store, config.user, DeviceKind.VOICE, keys=config.signing_keys())
@@ -350,35 +283,3 @@ async def _demo_banner(config: ServerConfig, store: Store, voice: Any) -> None:
     print(f"  Voice:              {'on' if voice is not None else 'off (taps only)'}")
     print(f"  Store:              {redact(config.db)}")
     sys.stdout.flush()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` and already listening; ``ConfigError`` if it cannot be."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on connections
-    # accepted from a socket that says it is TCP; without it every small answer waits ~40 ms
-    # for a delayed acknowledgement.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    return sock
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])

@@ -1,28 +1,20 @@
-"""``voicegate bench [NAME...] [--json OUT] [--quick]``: run benchmarks, print and save figures."""
+"""``voicegate bench [NAME...] [--json OUT] [--quick]``: run benchmarks, print and save figures.
+
+The benchmarks are ``voicegate.bench``, one module each, run in order by
+``voicegate.bench.suite``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
+import os
 import shlex
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-from voicegate.bench.measure import DEFAULT_MODEL, DEFAULT_PG_DSN, PG_DSN_ENV, Options, machine
-
-# name -> what it measures; the module ``voicegate.bench.<name>`` has run() and lines().
-BENCHMARKS: dict[str, str] = {
-    "core": "tokens, hashes and confirms per second, per backend",
-    "p1": "one voice decision through the device API vs a bare faster-whisper transcribe",
-    "p2": "16 devices uploading at once vs one at a time",
-    "p3": "reads through the gate vs straight to the upstream, and vs confirm-gate-mcp",
-    "p4": "replay check time against 100, 1,000 and 10,000 stored clips",
-    "p5": "racing confirms from 2 processes on PostgreSQL, 1 on SQLite",
-    "p6": "time 30 enrolled templates add to one voice decision",
-}
+from voicegate.bench import suite
+from voicegate.bench.measure import DEFAULT_MODEL, DEFAULT_PG_DSN, PG_DSN_ENV, Options
+from voicegate.bench.suite import BENCHMARKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the named benchmarks in order; exit 2 on an unknown name, 1 if one failed."""
-    import os
-
     names = list(dict.fromkeys(args.names)) or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
@@ -70,26 +60,8 @@ def run(args: argparse.Namespace) -> int:
         pg_dsn=args.pg or os.environ.get(PG_DSN_ENV, DEFAULT_PG_DSN),
         work=args.work,
     )
-    options.work.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {
-        "machine": machine(),
-        "command": _command(args),
-        "quick": options.quick,
-    }
-    failed = False
-    for name in names:
-        module = importlib.import_module(f"voicegate.bench.{name}")
-        print(f"== {name}: {BENCHMARKS[name]}", flush=True)
-        start = time.perf_counter()
-        figures: dict[str, Any] = module.run(options)
-        figures["wall_s"] = round(time.perf_counter() - start, 1)
-        doc[name] = figures
-        failed |= bool(figures.get("error"))
-        for line in module.lines(figures):
-            print("   " + line, flush=True)
-        if args.json:
-            _write(args.json, doc)
-    return 1 if failed else 0
+    passed = suite.run(names, options, command=_command(args), json_path=args.json)
+    return 0 if passed else 1
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -100,8 +72,3 @@ def _command(args: argparse.Namespace) -> str:
     words += ["--model", args.model] if args.model != DEFAULT_MODEL else []
     words += ["--json", str(args.json)] if args.json else []
     return shlex.join(words)
-
-
-def _write(path: Path, doc: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,103 @@
+"""The ``voicegate`` command line: one module per command group, each imported only to run.
+
+``serve`` (serve, demo), ``devices`` (pair, devices, answers), ``receipts``, ``voice`` (models,
+decide), ``eval`` and ``bench``. Each holds its commands' arguments and the glue that calls
+into the domain code; no domain module imports this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+# The first line of ``voicegate --help``, kept word for word: the help output is a contract.
+DESCRIPTION = "The ``voicegate`` command line. Each subcommand lives with the code it drives."
+
+# name -> its one-line help, shown in ``voicegate --help`` and as the command's description
+HELP: dict[str, str] = {
+    "eval": "Run an audio manifest end to end and count false releases",
+    "receipts": "List, show, export or verify the receipt chain",
+    "serve": "gate any MCP server",
+    "demo": "gate the built-in notes server, no setup",
+    "models": "List and verify recogniser models",
+    "decide": "Decide one audio file",
+    "pair": "Print a one-time code to pair a device",
+    "bench": "Run the benchmarks",
+    "devices": "List or revoke paired devices",
+    "answers": "List or delete a user's taught answers (enrolment templates)",
+}
+
+AddArguments = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
+
+
+def command(name: str) -> tuple[AddArguments, Run]:
+    """What adds ``name``'s arguments and what runs it; only its group's module is imported.
+
+    Importing every group would make ``voicegate --help`` load the recogniser and the web
+    stack, and one broken optional part would break every command.
+    """
+    if name in ("serve", "demo"):
+        from voicegate.cli import serve
+
+        if name == "serve":
+            return serve.add_serve_arguments, serve.run_serve
+        return serve.add_demo_arguments, serve.run_demo
+    if name in ("pair", "devices", "answers"):
+        from voicegate.cli import devices
+
+        if name == "pair":
+            return devices.add_pair_arguments, devices.run_pair
+        if name == "devices":
+            return devices.add_devices_arguments, devices.run_devices
+        return devices.add_answers_arguments, devices.run_answers
+    if name in ("models", "decide"):
+        from voicegate.cli import voice
+
+        if name == "models":
+            return voice.add_models_arguments, voice.run_models
+        return voice.add_decide_arguments, voice.run_decide
+    if name == "receipts":
+        from voicegate.cli import receipts
+
+        return receipts.add_arguments, receipts.run
+    if name == "eval":
+        from voicegate.cli import eval as evaluation
+
+        return evaluation.add_arguments, evaluation.run
+    if name == "bench":
+        from voicegate.cli import bench
+
+        return bench.add_arguments, bench.run
+    raise KeyError(name)
+
+
+def build_parser(name: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser, with the arguments of command ``name`` alone added."""
+    parser = argparse.ArgumentParser(prog="voicegate", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for each, help_text in sorted(HELP.items()):
+        p = sub.add_parser(each, help=help_text, description=help_text)
+        if each == name:
+            add_arguments, _ = command(each)
+            add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``voicegate`` script."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    name = next((w for w in words if not w.startswith("-")), None)
+    args = build_parser(name).parse_args(words)
+    _, run = command(args.command)
+    try:
+        status = run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``voicegate pair | head -1``): what it read stands, and Python
+        # must not try again to flush the rest at exit, which would print a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return int(status or 0)

@@ -1,0 +1,86 @@
+"""``voicegate models`` (list and verify the recogniser models) and ``voicegate decide`` (one file).
+
+The models are ``voicegate.voice.models``; the decision is ``voicegate.voice.pipeline``, here
+with the real recogniser and no replay history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from voicegate.gate.types import Stage
+from voicegate.voice import models
+
+
+def add_models_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate models``."""
+    parser.add_argument("--verify", action="store_true", help="assemble and check SHA-256")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """List the known models; with --verify, assemble and checksum them.
+
+    Exit 1 when an installed model fails, or when no model is installed at all; a model whose
+    packages are all absent (an extra not chosen, such as ``[hindi]``) is listed as
+    ``not_installed`` with the command that installs it.
+    """
+    infos = models.survey(hashes=args.verify)
+    if args.json:
+        print(json.dumps([asdict(i) for i in infos], indent=2))
+    else:
+        for i in infos:
+            print(f"{i.name:8} {i.status:14} {i.size:>11} {i.sha256[:16]}  {i.path}")
+            if i.problem:
+                print(f"{'':8} {i.problem}")
+    present = [i for i in infos if i.status != "not_installed"]
+    bad = [i for i in present if i.status not in ("ok", "present", "not_assembled")]
+    failed = args.verify and any(i.status != "ok" for i in present)
+    return 1 if bad or failed or not present else 0
+
+
+def add_decide_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate decide``."""
+    # Here, not at the top: ``voicegate models`` must not load the audio and numeric stack.
+    from voicegate.voice.pipeline import LEXICONS
+
+    parser.add_argument("audio", type=Path, help="a WAV, FLAC, OGG/Opus or WebM/Opus file")
+    parser.add_argument("--cards", type=int, required=True, help="how many cards are open (1-5)")
+    parser.add_argument("--stage", choices=[s.value for s in Stage], default=Stage.CHOOSE.value)
+    parser.add_argument("--lang", choices=sorted(LEXICONS), action="append", dest="langs")
+    parser.add_argument(
+        "--model", default=None, help="tiny.en (English only) or base (multilingual, needed for hi)"
+    )
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    """Decide one audio file with the real recogniser and no replay history; print the result."""
+    from voicegate.voice.pipeline import VoicePipeline, as_json, default_model
+    from voicegate.voice.whisper import FasterWhisperTranscriber
+
+    langs = tuple(args.langs or ["en"])
+    transcriber = FasterWhisperTranscriber(args.model or default_model(langs), device=args.device)
+    pipeline = VoicePipeline(transcriber, None, languages=langs)
+    result = asyncio.run(
+        pipeline.decide(
+            args.audio.read_bytes(), user="cli", cards=args.cards, stage=Stage(args.stage)
+        )
+    )
+    if args.json:
+        print(json.dumps(as_json(result), ensure_ascii=False, indent=2))
+    else:
+        d = result.decision
+        what = (
+            d.kind.value + (f" {d.card}" if d.card else "") + (f" ({d.reason})" if d.reason else "")
+        )
+        print(f"{what}  heard {list(result.transcripts)}  language {result.language}")
+        for text, score in result.readings[:5]:
+            print(f"  {score:8.2f}  {text}")
+        print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
+    return 0

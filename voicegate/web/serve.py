@@ -1,0 +1,159 @@
+"""Running the gate on an open store: build the app, start it, listen, hand over to uvicorn.
+
+``voicegate serve`` and ``voicegate demo`` both end here; they differ only in the upstream, the
+policy and the banner they print once the gate can really serve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+from voicegate.errors import ConfigError, ModelError
+from voicegate.mcp.policy import Policy
+from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.settings import ServerConfig, check_startup
+from voicegate.store.base import Store
+
+if TYPE_CHECKING:  # the model runtime loads only when voice is switched on
+    from voicegate.voice.pipeline import VoicePipeline
+
+# Printed once the socket listens and the upstream is open: (config, store, voice or None).
+Banner = Callable[[ServerConfig, Store, "VoicePipeline | None"], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Voice:
+    """The recogniser a server runs: ``model`` None picks tiny.en for English alone, else base."""
+
+    model: str | None = None
+    languages: tuple[str, ...] = ("en",)
+
+
+async def serve(
+    config: ServerConfig,
+    store: Store,
+    upstream: UpstreamSpec,
+    policy: Policy,
+    *,
+    voice: Voice | None,
+    banner: Banner,
+) -> bool:
+    """Serve on ``store`` (opened and closed by the caller) until Ctrl-C or SIGTERM; False when
+    uvicorn never started.
+
+    A refusal to start (the start-up checks, a missing model, a tool-name clash, a busy port)
+    raises ``ConfigError`` or ``ModelError``, taken out of the task groups start-up runs in.
+    """
+    from voicegate.web.app import build_app
+
+    try:
+        check_startup(config, store_durable=bool(getattr(store, "durable", False)))
+        # One ring for the app and the demo's pairing code, even when none is configured.
+        config = replace(config, keys=config.signing_keys())
+        pipeline = _pipeline(store, voice)
+        if pipeline is not None:
+            # The pipeline's own queue must not refuse what the device routes admitted.
+            pipeline.max_waiting = config.max_voice_in_flight
+        app = build_app(config, upstream=upstream, policy=policy, store=store, voice=pipeline)
+        # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs here
+        # rather than inside uvicorn, so a refusal is one line and the banner, with its token,
+        # is printed only once the gate can really serve. The socket listens before the
+        # banner: an agent that connects at once waits in the backlog instead of failing.
+        server = uvicorn.Server(server_config(app))
+        async with app.router.lifespan_context(app):
+            with listen(config.host, config.port) as sock:
+                await banner(config, store, pipeline)
+                with _quiet_stop():
+                    await server.serve(sockets=[sock])
+        return bool(server.started)
+    except BaseExceptionGroup as group:
+        # Start-up runs inside task groups, which wrap a refusal such as a tool-name clash.
+        refused, rest = group.split((ConfigError, ModelError))
+        if refused is None or rest is not None:
+            raise
+        raise _first_leaf(refused) from None
+
+
+def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
+    """The real recogniser over the store, or None for taps only; a missing model raises."""
+    if voice is None:
+        return None
+    from voicegate.voice.pipeline import default_pipeline
+
+    return default_pipeline(
+        store.fingerprints, model=voice.model, languages=voice.languages, templates=store.templates
+    )
+
+
+def server_config(app: Any) -> uvicorn.Config:
+    """How uvicorn runs ``app``: the app's lifespan runs outside it, and uvicorn never reads
+    ``X-Forwarded-For`` itself (by default it trusts it from 127.0.0.1); the app does, and only
+    from ``--trusted-proxy`` addresses."""
+    return uvicorn.Config(app, log_level="warning", lifespan="off", proxy_headers=False)
+
+
+@contextlib.contextmanager
+def _quiet_stop() -> Iterator[None]:
+    """While uvicorn serves: Ctrl-C and SIGTERM end the serving cleanly, with no traceback.
+
+    uvicorn stops gracefully on either signal and then raises it again for the handler that was
+    there before; that handler is this no-op, so the shutdown (and the demo's clean-up of its
+    temporary store) runs to the end. Outside serving the usual handlers stand, so a signal
+    during start-up or a hung shutdown still stops the process.
+    """
+    stops = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda *_: None) for sig in stops}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception inside ``group`` and any groups nested in it."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and already listening; ``ConfigError`` if it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on connections
+    # accepted from a socket that says it is TCP; without it every small answer waits ~40 ms
+    # for a delayed acknowledgement.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str) -> int:
+    """A port on ``host`` that nothing listens on now, chosen by the system."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
