@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -256,8 +257,20 @@ async def serve_banner(config: ServerConfig, store: Store, voice: VoicePipeline 
     """What ``voicegate serve`` prints once it serves: where agents and devices connect."""
     print(f"Agent MCP endpoint: {config.base_url}/mcp  (Authorization: Bearer <token>)")
     print(f"Approve on your device: {config.base_url}/approve")
-    print("Pair a device with: voicegate pair")
+    print(f"Pair a device with: {pair_command(config)}")
     sys.stdout.flush()
+
+
+def pair_command(config: ServerConfig) -> str:
+    """The ``voicegate pair`` command for this server's own store (a password masked)."""
+    return f"voicegate pair --user {shlex.quote(config.user)} --db {shlex.quote(redact(config.db))}"
+
+
+def _voice_line(voice: VoicePipeline | None) -> str:
+    if voice is None:
+        return "off (taps only)"
+    model = getattr(voice.transcriber, "model", "")
+    return f"on ({model}, {' and '.join(voice.languages)})" if model else "on"
 
 
 async def serve_banner_with_token(
@@ -280,6 +293,7 @@ async def demo_banner(config: ServerConfig, store: Store, voice: VoicePipeline |
     print(f"  Bearer token:       {config.token.reveal().decode()}")
     print(f"  Approve page:       {config.base_url}/approve")
     print(f"  Pairing code:       {code}  (one use, 10 minutes)")
-    print(f"  Voice:              {'on' if voice is not None else 'off (taps only)'}")
+    print(f"  Voice:              {_voice_line(voice)}")
+    print(f"  Another device:     {pair_command(config)}")
     print(f"  Store:              {redact(config.db)}")
     sys.stdout.flush()

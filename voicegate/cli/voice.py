@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from voicegate.errors import ModelError
+from voicegate.gate.proposals import MAX_CARDS
 from voicegate.gate.types import Stage
 from voicegate.voice import models
 
@@ -48,15 +51,46 @@ def add_decide_arguments(parser: argparse.ArgumentParser) -> None:
     # Here, not at the top: ``voicegate models`` must not load the audio and numeric stack.
     from voicegate.voice.pipeline import LEXICONS
 
-    parser.add_argument("audio", type=Path, help="a WAV, FLAC, OGG/Opus or WebM/Opus file")
-    parser.add_argument("--cards", type=int, required=True, help="how many cards are open (1-5)")
-    parser.add_argument("--stage", choices=[s.value for s in Stage], default=Stage.CHOOSE.value)
-    parser.add_argument("--lang", choices=sorted(LEXICONS), action="append", dest="langs")
+    parser.add_argument(
+        "audio", type=Path, help="a WAV, FLAC, OGG (Vorbis or Opus), WebM/Opus or MP4/AAC file"
+    )
+    parser.add_argument(
+        "--cards", type=_card_count, required=True, help=f"how many cards are open (1-{MAX_CARDS})"
+    )
+    parser.add_argument(
+        "--stage",
+        choices=[s.value for s in Stage],
+        default=Stage.CHOOSE.value,
+        help="choose: the first answer to a set; final: the second yes of a high-risk card",
+    )
+    parser.add_argument(
+        "--lang",
+        choices=sorted(LEXICONS),
+        action="append",
+        dest="langs",
+        help="a language the answer may be in; repeat for several (default: en)",
+    )
     parser.add_argument(
         "--model", default=None, help="tiny.en (English only) or base (multilingual, needed for hi)"
     )
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="where the recogniser runs (auto: a CUDA GPU when there is one)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _card_count(text: str) -> int:
+    """``--cards``: a whole number of open cards, 1 to ``MAX_CARDS``."""
+    try:
+        cards = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= cards <= MAX_CARDS:
+        raise argparse.ArgumentTypeError(f"a set has 1 to {MAX_CARDS} cards, not {cards}")
+    return cards
 
 
 def run_decide(args: argparse.Namespace) -> int:
@@ -65,12 +99,22 @@ def run_decide(args: argparse.Namespace) -> int:
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(args.langs or ["en"])
-    transcriber = FasterWhisperTranscriber(args.model or default_model(langs), device=args.device)
+    # The file first: a wrong path is told at once, not after the model has loaded.
+    try:
+        data = args.audio.read_bytes()
+    except OSError as exc:
+        print(f"voicegate decide: cannot read {args.audio}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        transcriber = FasterWhisperTranscriber(
+            args.model or default_model(langs), device=args.device
+        )
+    except ModelError as exc:
+        print(f"voicegate decide: {exc}", file=sys.stderr)
+        return 2
     pipeline = VoicePipeline(transcriber, None, languages=langs)
     result = asyncio.run(
-        pipeline.decide(
-            args.audio.read_bytes(), user="cli", cards=args.cards, stage=Stage(args.stage)
-        )
+        pipeline.decide(data, user="cli", cards=args.cards, stage=Stage(args.stage))
     )
     if args.json:
         print(json.dumps(as_json(result), ensure_ascii=False, indent=2))
