@@ -8,6 +8,7 @@ VoicegateError                 every error voicegate raises on purpose
 │   └── Throttled              busy or rate limited; carries ``retry_after`` seconds
 ├── StoreUnavailable           the store could not be reached; always fails closed
 ├── ConfigError                the server was asked to start in an unsafe way
+│   └── MissingExtra(extra)    a command needs an optional extra that is not installed
 └── ModelError                 a recogniser model is missing or does not verify
 """
 
@@ -61,6 +62,14 @@ class StoreUnavailable(VoicegateError):
 
 class ConfigError(VoicegateError):
     """The configuration is unsafe or incomplete."""
+
+
+class MissingExtra(ConfigError):
+    """What was asked needs an optional extra (``[postgres]``, ``[eval]``) not installed here."""
+
+    def __init__(self, needs: str, extra: str) -> None:
+        self.extra = extra
+        super().__init__(f"{needs} needs the {extra} extra: pip install 'voicegate[{extra}]'")
 
 
 class ModelError(VoicegateError):

@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from pathlib import Path
 from typing import Any
 
-from voicegate.errors import StoreUnavailable
+from voicegate.errors import MissingExtra, StoreUnavailable
+from voicegate.extras import need
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.types import (
     Decision,
@@ -41,7 +42,7 @@ TOOL = "write_note"
 
 
 class StoreMissing(Exception):
-    """The backend cannot be reached here (PostgreSQL not running)."""
+    """The backend cannot be reached here (PostgreSQL not running, or its driver missing)."""
 
 
 def new_keys() -> str:
@@ -59,8 +60,10 @@ async def scratch_url(backend: str, pg_dsn: str) -> AsyncIterator[str]:
         with tempfile.TemporaryDirectory(prefix="voicegate-bench-") as folder:
             yield str(Path(folder) / "gate.db")
         return
-    import asyncpg
-
+    try:
+        asyncpg = need("asyncpg", "the PostgreSQL benchmarks")
+    except MissingExtra as exc:
+        raise StoreMissing(str(exc)) from None
     schema = "vg_bench_" + secrets.token_hex(6)
     try:
         conn = await asyncpg.connect(pg_dsn, timeout=5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from voicegate.device.pairing import CODE_TTL, start_pairing
+from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
 from voicegate.settings import KEYS_ENV, keys_for
 from voicegate.store.base import Store
@@ -35,6 +37,8 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
 
 
 def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+    """What ``work(store)`` returns; ``ConfigError`` or ``StoreUnavailable`` when the store at
+    ``url`` cannot be used."""
     from voicegate.store import open_store
 
     async def run() -> T:
@@ -45,6 +49,26 @@ def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
             await store.close()
 
     return asyncio.run(run())
+
+
+Run = Callable[[argparse.Namespace], int]
+
+
+def _said(command: str) -> Callable[[Run], Run]:
+    """A command whose store cannot be used says why in one line and exits 2."""
+
+    def wrap(run: Run) -> Run:
+        @functools.wraps(run)
+        def guarded(args: argparse.Namespace) -> int:
+            try:
+                return run(args)
+            except (ConfigError, StoreUnavailable) as exc:
+                print(printable(f"voicegate {command}: {exc}"), file=sys.stderr)
+                return 2
+
+        return guarded
+
+    return wrap
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +86,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     _add_db(parser)
 
 
+@_said("pair")
 def run_pair(args: argparse.Namespace) -> int:
     """Print a one-time pairing code for ``--user``.
 
@@ -97,6 +122,7 @@ def add_devices_arguments(parser: argparse.ArgumentParser) -> None:
     _add_db(revoke)
 
 
+@_said("devices")
 def run_devices(args: argparse.Namespace) -> int:
     """List or revoke paired devices."""
     if args.devices_command == "revoke":
@@ -137,6 +163,7 @@ def add_answers_arguments(parser: argparse.ArgumentParser) -> None:
     _add_db(delete)
 
 
+@_said("answers")
 def run_answers(args: argparse.Namespace) -> int:
     """List or delete a user's templates."""
     if args.answers_command == "delete":

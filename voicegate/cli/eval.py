@@ -22,6 +22,7 @@ from pathlib import Path
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.eval import enrol, outputs, report
 from voicegate.eval.manifest import ManifestError, load
+from voicegate.extras import need
 from voicegate.settings import TOKEN_ENV
 
 DB_ENV = "VOICEGATE_DB"
@@ -137,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         server = remote_options(args)
+        # said now, not after a long run: the progress bar and the plots are the [eval] extra
+        need("tqdm", "voicegate eval")
+        if args.report:
+            need("matplotlib", "voicegate eval --report")
     except ConfigError as exc:
         print(f"voicegate eval: {exc}", file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ from voicegate.settings import (
     trusted_proxies_from,
     voice_in_flight_from,
 )
-from voicegate.store import redact
+from voicegate.store import redact, store_for
 from voicegate.store.base import Store
 from voicegate.web.serve import Banner, Voice, free_port, port_free
 
@@ -227,6 +227,8 @@ async def _serve(
 
 def config_from(args: argparse.Namespace) -> ServerConfig:
     """The server configuration the parsed flags and the environment describe."""
+    # Said before anything starts: a store URL it cannot use, or one whose driver is missing.
+    store_for(args.db)
     return ServerConfig(
         host=args.host,
         port=args.port,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from voicegate.eval.manifest import Case
+from voicegate.extras import need
 from voicegate.gate.types import Stage
 from voicegate.reasons import Kind, Reason
 
@@ -230,8 +231,7 @@ def markdown(
 
 def write_plots(results: Sequence[Result], directory: Path) -> list[str]:
     """Decision confusion and latency histogram as PNGs in ``directory``; their file names."""
-    import matplotlib
-
+    matplotlib = need("matplotlib", "a report's plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -18,6 +18,7 @@ from typing import Any
 from voicegate.eval import enrol, report
 from voicegate.eval.harness import CONTENT_TYPES, BaseHarness
 from voicegate.eval.manifest import Case
+from voicegate.extras import need
 from voicegate.gate.types import Stage
 from voicegate.reasons import Kind, Reason
 
@@ -79,8 +80,7 @@ async def evaluate(
     cases: Sequence[Case], harness: BaseHarness, *, progress: bool = True
 ) -> list[report.Result]:
     """Run ``cases`` in order (a replay must follow its original) and collect the results."""
-    from tqdm import tqdm
-
+    tqdm = need("tqdm", "voicegate eval").tqdm
     results: list[report.Result] = []
     bar = tqdm(cases, desc="eval", unit="case", disable=not progress, file=sys.stderr)
     false_releases = 0

@@ -11,7 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from voicegate.errors import VoicegateError
 from voicegate.gate.receipts import (
@@ -26,8 +26,11 @@ from voicegate.gate.receipts import (
 from voicegate.gate.types import Receipt, Status
 from voicegate.secrets import KeyRing
 from voicegate.settings import key_file, keys_from_env
-from voicegate.store import MemoryStore, PostgresStore, SqliteStore, store_for
+from voicegate.store import MemoryStore, SqliteStore, store_for
 from voicegate.store.base import Store
+
+if TYPE_CHECKING:
+    from voicegate.store.postgres import PostgresStore
 
 T = TypeVar("T")
 

@@ -12,13 +12,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from voicegate.errors import ConfigError
+from voicegate.extras import need
 from voicegate.store.base import Store
 from voicegate.store.memory import MemoryStore
-from voicegate.store.postgres import PostgresStore
 from voicegate.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    # imported on first use: the driver is the [postgres] extra
+    from voicegate.store.postgres import PostgresStore
 
 __all__ = [
     "MemoryStore",
@@ -51,7 +56,7 @@ def store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
         return MemoryStore()
     if url.startswith(_POSTGRES):
         dsn, schema = _split_schema(url)
-        return PostgresStore(dsn, schema=schema)
+        return _postgres()(dsn, schema=schema)
     if url.startswith("sqlite:"):
         if not url.startswith("sqlite:///") or url == "sqlite:///":
             raise ConfigError("a SQLite URL is sqlite:///relative.db or sqlite:////abs.db")
@@ -59,6 +64,20 @@ def store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
     if not url or "://" in url:
         raise ConfigError(f"unknown store URL {redact(url)!r}")
     return SqliteStore(url)
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresStore``, imported only when asked for; ``MissingExtra`` without its driver."""
+    if name == "PostgresStore":
+        return _postgres()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _postgres() -> type[PostgresStore]:
+    need("asyncpg", "a PostgreSQL store")
+    from voicegate.store.postgres import PostgresStore
+
+    return PostgresStore
 
 
 def redact(url: str) -> str:

@@ -1,0 +1,96 @@
+"""The extras: a plain install has no test, plotting or PostgreSQL stack, ``[dev]`` has them all,
+and a command that needs a missing extra says which in one line and exits 2."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from voicegate.cli import main
+from voicegate.errors import ConfigError, MissingExtra
+from voicegate.extras import EXTRA_OF, need
+from voicegate.store import store_for
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
+
+
+def names(requirements: list[str]) -> set[str]:
+    """The distribution names of ``requirements``, without versions or extras."""
+    return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+@pytest.fixture
+def no_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a plain install: ``import asyncpg`` fails."""
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+
+
+def test_a_plain_install_has_no_test_plotting_or_postgres_stack() -> None:
+    plain = names(PROJECT["dependencies"])
+    for left_out in ("pytest", "hypothesis", "playwright", "matplotlib", "asyncpg", "tqdm"):
+        assert left_out not in plain
+
+
+def test_each_extra_module_is_installed_by_the_extra_it_names() -> None:
+    for module, extra in EXTRA_OF.items():
+        assert module in names(EXTRAS[extra])
+
+
+def test_the_dev_extra_brings_every_other_extra() -> None:
+    own = [r for r in EXTRAS["dev"] if r.startswith("voicegate[")]
+    assert len(own) == 1
+    brought = set(own[0].removeprefix("voicegate[").removesuffix("]").split(","))
+    assert brought == set(EXTRAS) - {"dev"} == {"eval", "hindi", "postgres"}
+
+
+def test_an_installed_extra_module_is_imported() -> None:
+    assert need("tqdm", "voicegate eval").__name__ == "tqdm"
+
+
+@pytest.mark.usefixtures("no_driver")
+def test_a_postgresql_url_without_the_driver_is_a_missing_extra() -> None:
+    with pytest.raises(MissingExtra) as missing:
+        store_for("postgresql://127.0.0.1:1/test")
+    assert missing.value.extra == "postgres"
+    assert isinstance(missing.value, ConfigError)
+
+
+@pytest.mark.usefixtures("no_driver")
+def test_the_memory_and_sqlite_stores_need_no_driver(tmp_path: Path) -> None:
+    assert type(store_for("memory")).__name__ == "MemoryStore"
+    assert type(store_for(str(tmp_path / "gate.db"))).__name__ == "SqliteStore"
+
+
+@pytest.mark.usefixtures("no_driver")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--upstream-cmd", "true", "--no-voice"],
+        ["demo", "--no-voice", "--port", "0"],
+        ["devices", "list"],
+        ["receipts", "list"],
+    ],
+)
+def test_a_command_on_postgresql_without_the_driver_names_the_extra_in_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--db", "postgresql://127.0.0.1:1/test"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "pip install 'voicegate[postgres]'" in said
+
+
+def test_eval_without_its_extra_names_it_before_running(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    manifest = tmp_path / "cases.jsonl"
+    manifest.write_text("")
+    assert main(["eval", "--manifest", str(manifest)]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "pip install 'voicegate[eval]'" in said
