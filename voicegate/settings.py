@@ -201,17 +201,24 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
 
     The key file (``<db>.keys``, mode 0600) keeps receipts and tokens verifiable across restarts
     of a one-machine gate. Replicas on PostgreSQL share the ring through the environment.
+    ``ConfigError`` when the key file can be neither read nor made.
     """
     ring = keys_from_env(env)
     path = key_file(db)
     if ring is not None or path is None:
         return ring
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(32)}\n")
-    return KeyRing(path.read_text().strip())
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ConfigError(f"{path.parent} is a file, not a folder for the store")
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(32)}\n")
+        return KeyRing(path.read_text().strip())
+    except OSError as exc:
+        # a path under a file, a folder not writable: the store there cannot be used either
+        raise ConfigError(f"cannot keep the signing keys at {path}: {exc.strerror or exc}") from exc
 
 
 def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:

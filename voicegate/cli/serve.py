@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from voicegate.errors import ConfigError, ModelError
+from voicegate.errors import ConfigError, ModelError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
 from voicegate.limits import BODY_TIMEOUT
 from voicegate.mcp.notes import build_notes_server
@@ -213,8 +213,12 @@ async def _serve(
     from voicegate.web.serve import serve
 
     configure_logging()
-    # Outside the try: a store that cannot be opened is the command's own error, not a refusal.
-    store = await open_store(config.db)
+    try:
+        store = await open_store(config.db)
+    except (ConfigError, StoreUnavailable) as exc:
+        # a bad path or a database that is down: the reason, never a traceback
+        print(f"voicegate: cannot open the store {redact(config.db)}: {exc}", file=sys.stderr)
+        return 2
     try:
         served = await serve(config, store, upstream, policy, voice=voice, banner=banner)
     except (ConfigError, ModelError) as exc:
