@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from voicegate.gate.types import PendingSet, Receipt, Status
+from voicegate.gate.types import PendingSet, Receipt, RunOutcome, Status
 from voicegate.reasons import NEXT_STEP, Reason
 
 __all__ = [
@@ -114,7 +114,7 @@ def refusal(reason: Reason, *, pending_id: str | None = None, detail: str = "") 
 
 def from_receipt(receipt: Receipt) -> dict[str, Any] | None:
     """The failure the agent is told of a receipt whose write did not run; None when it ran."""
-    if receipt.outcome == "executed" and isinstance(receipt.result, dict):
+    if receipt.outcome == RunOutcome.EXECUTED and isinstance(receipt.result, dict):
         return None
     return {
         "status": "failed",
