@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from voicegate.cli import HELP, build_parser, command
+from voicegate.cli import DESCRIPTION, HELP, build_parser, command
 
 PACKAGE = ROOT / "voicegate"
 
@@ -26,6 +26,17 @@ def test_every_command_shows_its_help_and_exits_0(
     assert stop.value.code == 0
     shown = capsys.readouterr().out
     assert shown.startswith(f"usage: voicegate {name} ") and HELP[name] in shown
+
+
+def test_the_top_level_help_opens_with_what_voicegate_is_and_where_to_start(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    opening = " ".join(capsys.readouterr().out.split("\n\n")[1].split())
+    assert opening == DESCRIPTION
+    # for someone who just installed it: no markup, the first command to try
+    assert "``" not in opening and "voicegate demo" in opening
 
 
 def test_an_unknown_command_has_no_runner() -> None:

@@ -90,3 +90,29 @@ def test_a_store_command_on_a_store_it_cannot_open_says_why_in_one_line_and_exit
     out, err = capsys.readouterr()
     assert out == ""
     assert one_line(err).startswith(f"voicegate {argv[0]}: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["devices", "list"],
+        ["devices", "revoke", "dev_x"],
+        ["answers", "list", "--user", "u"],
+        ["answers", "delete", "--user", "u"],
+        ["receipts", "list"],
+    ],
+)
+def test_a_command_in_a_folder_with_no_database_says_so_and_creates_nothing(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VOICEGATE_DB", raising=False)
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert one_line(err) == f"voicegate {argv[0]}: no database at voicegate.db"
+    assert list(tmp_path.iterdir()) == []

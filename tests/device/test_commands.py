@@ -27,6 +27,7 @@ from voicegate.store import open_store
 T = TypeVar("T")
 NOTE = ActionRequest("write_note", {"name": "door", "text": "unlock"})
 CODE_LINE = re.compile(r"Pairing code for (\S+) \((\w+)\): (\d{4}) (\d{4})")
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 @pytest.fixture(autouse=True)
@@ -134,6 +135,7 @@ def test_devices_list_shows_each_device_and_revoke_stops_its_signed_requests(
     assert status == 0
     (row,) = listed.splitlines()
     assert row.split()[:4] == [device_id, "asha", "voice", "active"]
+    assert ISO_UTC.fullmatch(row.split()[4])
     assert cli(capsys, "devices", "list", "--user", "ravi", "--db", str(db))[1].strip() == (
         "No paired devices."
     )

@@ -48,6 +48,19 @@ def test_verify_accepts_an_intact_chain(db, capsys):
     assert "2 receipts, 0 problems" in capsys.readouterr().out
 
 
+def test_list_shows_each_receipt_with_its_time_in_iso_8601_utc(db, capsys):
+    assert main(["receipts", "list", "--db", str(db)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    # the receipts ran at ManualClock's default start, 1_800_000_000 s
+    assert [row[4] for row in rows] == ["2027-01-15T08:00:00Z"] * 2
+
+
+def test_export_keeps_the_times_as_unix_seconds(db, capsys):
+    assert main(["receipts", "export", "--db", str(db)]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert [r["executed_at"] for r in exported] == [1_800_000_000.0] * 2
+
+
 def test_verify_detects_an_edited_receipt(db, capsys):
     with sqlite3.connect(db) as conn:
         (data,) = conn.execute("SELECT data FROM vg_receipts WHERE seq = 1").fetchone()

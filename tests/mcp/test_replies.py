@@ -49,4 +49,3 @@ def test_a_write_that_did_not_run_is_told_as_an_upstream_failure(outcome: RunOut
         Reason.UPSTREAM_FAILED.value,
         "rcpt_1",
     )
-

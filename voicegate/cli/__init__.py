@@ -12,8 +12,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-# The first line of ``voicegate --help``, kept word for word: the help output is a contract.
-DESCRIPTION = "The ``voicegate`` command line. Each subcommand lives with the code it drives."
+# The first line of ``voicegate --help``: what voicegate is, for someone who just installed it.
+DESCRIPTION = (
+    "voicegate stands between an AI agent and the tools it uses: reads pass straight through, "
+    "and every write waits until you say yes, by tap or by voice, on a device you paired. "
+    "Start with `voicegate demo`."
+)
 
 # name -> its one-line help, shown in ``voicegate --help`` and as the command's description
 HELP: dict[str, str] = {

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from voicegate.clock import iso_utc
 from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
@@ -36,13 +37,14 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+def _with_store(url: str, work: Callable[[Store], Awaitable[T]], *, create: bool = False) -> T:
     """What ``work(store)`` returns; ``ConfigError`` or ``StoreUnavailable`` when the store at
-    ``url`` cannot be used."""
+    ``url`` cannot be used. Only ``create`` makes a SQLite file that is not there yet: listing,
+    revoking and deleting need the store the gate wrote."""
     from voicegate.store import open_store
 
     async def run() -> T:
-        store = await open_store(url)
+        store = await open_store(url, create=create)
         try:
             return await work(store)
         finally:
@@ -101,7 +103,8 @@ def run_pair(args: argparse.Namespace) -> int:
         )
         return 2
     kind = DeviceKind(args.kind)
-    code = _with_store(args.db, lambda s: start_pairing(s, args.user, kind, keys=keys))
+    # A code may be made before the first serve: the gate finds it in the store it creates.
+    code = _with_store(args.db, lambda s: start_pairing(s, args.user, kind, keys=keys), create=True)
     minutes = int(CODE_TTL // 60)
     print(printable(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}"))
     print(
@@ -139,7 +142,7 @@ def run_devices(args: argparse.Namespace) -> int:
     async def listing(store: Store) -> list[str]:
         rows = []
         for d in await store.devices.list(args.user):
-            paired = time.strftime("%Y-%m-%d %H:%M", time.localtime(d.created_at))
+            paired = iso_utc(d.created_at)
             state = "revoked" if d.revoked_at is not None else "active"
             # Names were checked at pairing; rows from older databases are escaped all the same.
             row = f"{d.id}  {d.user}  {d.kind.value:5}  {state:7}  {paired}  {d.name}"
@@ -181,7 +184,7 @@ def run_answers(args: argparse.Namespace) -> int:
     async def listing(store: Store) -> tuple[list[str], bool]:
         rows = []
         for t in await store.templates.list(args.user):
-            taught = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.created_at))
+            taught = iso_utc(t.created_at)
             rows.append(f"{t.id}  {t.meaning:10}  {taught}  {t.device_id}  {t.label}")
         return rows, await store.templates.hard(args.user)
 

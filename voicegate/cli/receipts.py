@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from voicegate.clock import iso_utc
 from voicegate.errors import VoicegateError
 from voicegate.gate import audit
 from voicegate.gate.receipts import ChainProblem, heads_to_dict
@@ -53,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return UNUSABLE
     if args.action == "list":
         for r in receipts:
-            when = r.executed_at or r.decided_at
-            line = f"{r.id}  {r.user}#{r.seq}  {r.outcome:8}  {r.mode:8}  {when:.0f}  {r.tool}"
+            when = iso_utc(r.executed_at or r.decided_at)
+            line = f"{r.id}  {r.user}#{r.seq}  {r.outcome:8}  {r.mode:8}  {when}  {r.tool}"
             print(printable(line))
         return 0
     if args.action == "show":

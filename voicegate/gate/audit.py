@@ -105,11 +105,9 @@ def existing_keys(db: str) -> KeyRing:
 
 
 def existing_store(db: str) -> MemoryStore | SqliteStore | PostgresStore:
-    """The store ``db`` names, not yet opened; ``Unusable`` for a SQLite file that is not there."""
-    store = store_for(db)
-    if isinstance(store, SqliteStore) and not store.runner.path.is_file():
-        raise Unusable(f"no database at {store.runner.path}")
-    return store
+    """The store ``db`` names, not yet opened; ``StoreUnavailable`` for a SQLite file that is
+    not there."""
+    return store_for(db, create=False)
 
 
 async def read(db: str, reading: Callable[[Store], Awaitable[T]]) -> T:

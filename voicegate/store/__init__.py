@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from voicegate.errors import ConfigError
+from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.extras import need
 from voicegate.store.base import Store
 from voicegate.store.memory import MemoryStore
@@ -38,20 +38,30 @@ __all__ = [
 _POSTGRES = ("postgresql://", "postgres://")
 
 
-async def open_store(url: str) -> Store:
+async def open_store(url: str, *, create: bool = True) -> Store:
     """The store ``url`` names, connected and with its schema in place.
 
     Raises ``ConfigError`` for a URL it cannot use and ``StoreUnavailable`` when the database
-    cannot be reached now.
+    cannot be reached now. With ``create`` False, a SQLite file that is not there is
+    ``StoreUnavailable`` too, and nothing is created: the read-only commands open stores so.
     """
-    store = store_for(url)
+    store = store_for(url, create=create)
     await store.start()
     return store
 
 
-def store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
-    """The store ``url`` names, not yet connected (it connects on ``start`` or first use)."""
-    url = url.strip()
+def store_for(url: str, *, create: bool = True) -> MemoryStore | SqliteStore | PostgresStore:
+    """The store ``url`` names, not yet connected (it connects on ``start`` or first use).
+
+    With ``create`` False, ``StoreUnavailable`` for a SQLite file that is not there.
+    """
+    store = _store_for(url.strip())
+    if not create and isinstance(store, SqliteStore) and not store.runner.path.is_file():
+        raise StoreUnavailable(f"no database at {store.runner.path}")
+    return store
+
+
+def _store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
     if url in ("memory", "memory:"):
         return MemoryStore()
     if url.startswith(_POSTGRES):
