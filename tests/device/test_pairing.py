@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from voicegate.clock import ManualClock
 from voicegate.device import pairing, signing
@@ -24,16 +25,8 @@ GUESSER = "203.0.113.66"
 
 def public_key() -> dict[str, Any]:
     key = ec.generate_private_key(ec.SECP256R1()).public_key()
-    numbers = key.public_numbers()
-    jwk = signing.normalise_public_key(
-        {
-            "kty": "EC",
-            "crv": "P-256",
-            "x": signing._b64url(numbers.x.to_bytes(32, "big")),
-            "y": signing._b64url(numbers.y.to_bytes(32, "big")),
-        }
-    )
-    return json.loads(jwk)  # type: ignore[no-any-return]
+    pem = key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    return json.loads(signing.normalise_public_key(pem))  # type: ignore[no-any-return]
 
 
 class CountingPairings:

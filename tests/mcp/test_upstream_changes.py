@@ -37,8 +37,9 @@ async def test_a_tool_added_and_announced_is_listed_at_once(mode: str) -> None:
 async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
     async with UpstreamPool(upstream("growing")) as pool:
         # Connecting returns only once the upstream acknowledged the change stream.
-        await pool._client()
+        await pool.list_tools()
         assert pool._conn is not None and pool._conn.listening
+        assert pool.cached_tools() is not None
         assert version_of(pool) == "2026-07-28"
 
 
@@ -46,6 +47,7 @@ async def test_without_a_change_stream_every_listing_asks_the_upstream() -> None
     async with UpstreamPool(upstream("deaf")) as pool:
         catalog = Catalog(pool, Policy())
         await catalog.start()
-        assert pool._conn is not None and not pool._conn.hears_changes
+        # nothing keeps a cache current, so none is kept
+        assert pool.cached_tools() is None
         await pool.call_tool("grow", {"name": "unannounced"})
         assert "unannounced" in {t.name for t in await catalog.tools()}

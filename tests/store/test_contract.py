@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -33,9 +32,8 @@ from voicegate.gate.types import (
     StoredTemplate,
 )
 from voicegate.secrets import KeyRing, generate_secret
-from voicegate.store import MemoryStore, PostgresStore, SqliteStore, open_store
+from voicegate.store import PostgresStore, SqliteStore, open_store
 from voicegate.store.base import Store
-from voicegate.store.memory import MemoryReceipts
 
 Factory = Callable[[pytest.FixtureRequest], Awaitable[Store]]
 
@@ -64,6 +62,21 @@ STORE_FACTORIES = [
 @pytest.fixture(params=STORE_FACTORIES)
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     opened = await request.param(request)
+    yield opened
+    await opened.close()
+
+
+SqlStore = SqliteStore | PostgresStore
+
+
+@pytest.fixture(params=[p for p in STORE_FACTORIES if p.id != "memory"])
+async def durable(request: pytest.FixtureRequest) -> AsyncIterator[SqlStore]:
+    """A store with a database someone else can edit: receipts can go behind its back.
+
+    The memory store has none; what a process does to its own memory no store can guard.
+    """
+    opened = await request.param(request)
+    assert isinstance(opened, SqliteStore | PostgresStore)
     yield opened
     await opened.close()
 
@@ -451,32 +464,14 @@ async def problems(store: Store) -> set[tuple[str, ProblemKind]]:
     return {(p.user, p.kind) for p in found}
 
 
-async def delete_receipts(store: Store, user: str, seqs: list[int]) -> None:
+async def delete_receipts(store: SqlStore, user: str, seqs: list[int]) -> None:
     """Delete receipts behind the store's back, as someone with the database could."""
-    if isinstance(store, MemoryStore):
-        receipts = store.receipts
-        assert isinstance(receipts, MemoryReceipts)
-        kept = [t for t in receipts._chains[user] if json.loads(t)["seq"] not in seqs]
-        gone = {json.loads(t)["id"] for t in receipts._chains[user]} - {
-            json.loads(t)["id"] for t in kept
-        }
-        receipts._chains[user] = kept
-        for receipt_id in gone:
-            del receipts._ids[receipt_id]
-        return
-    assert isinstance(store, SqliteStore | PostgresStore)
     for seq in seqs:
         await store.runner.run("DELETE FROM vg_receipts WHERE user_id = ? AND seq = ?", (user, seq))
 
 
-async def delete_head(store: Store, user: str) -> None:
+async def delete_head(store: SqlStore, user: str) -> None:
     """Delete a user's head behind the store's back."""
-    if isinstance(store, MemoryStore):
-        receipts = store.receipts
-        assert isinstance(receipts, MemoryReceipts)
-        del receipts._heads[user]
-        return
-    assert isinstance(store, SqliteStore | PostgresStore)
     await store.runner.run("DELETE FROM vg_receipt_heads WHERE user_id = ?", (user,))
 
 
@@ -581,54 +576,54 @@ async def test_a_clashing_receipt_id_moves_no_head(store: Store) -> None:
     assert await problems(store) == set()
 
 
-async def test_deleting_the_last_receipt_is_found_as_truncated(store: Store) -> None:
-    await append(store, "ann", 3)
-    await delete_receipts(store, "ann", [3])
-    assert await problems(store) == {("ann", ProblemKind.TRUNCATED)}
+async def test_deleting_the_last_receipt_is_found_as_truncated(durable: SqlStore) -> None:
+    await append(durable, "ann", 3)
+    await delete_receipts(durable, "ann", [3])
+    assert await problems(durable) == {("ann", ProblemKind.TRUNCATED)}
 
 
-async def test_deleting_every_receipt_of_a_user_is_found(store: Store) -> None:
-    await append(store, "ann", 2)
-    await append(store, "bob", 2)
-    await delete_receipts(store, "ann", [1, 2])
-    assert await problems(store) == {("ann", ProblemKind.TRUNCATED)}
-    await delete_head(store, "ann")
-    assert await problems(store) == {("", ProblemKind.MISSING_CHAIN)}
+async def test_deleting_every_receipt_of_a_user_is_found(durable: SqlStore) -> None:
+    await append(durable, "ann", 2)
+    await append(durable, "bob", 2)
+    await delete_receipts(durable, "ann", [1, 2])
+    assert await problems(durable) == {("ann", ProblemKind.TRUNCATED)}
+    await delete_head(durable, "ann")
+    assert await problems(durable) == {("", ProblemKind.MISSING_CHAIN)}
 
 
-async def test_appends_after_a_deleted_tail_reuse_no_seq_and_still_fail(store: Store) -> None:
-    await append(store, "ann", 3)
-    await delete_receipts(store, "ann", [2, 3])
-    later = await append(store, "ann", 2)
+async def test_appends_after_a_deleted_tail_reuse_no_seq_and_still_fail(durable: SqlStore) -> None:
+    await append(durable, "ann", 3)
+    await delete_receipts(durable, "ann", [2, 3])
+    later = await append(durable, "ann", 2)
     assert [r.seq for r in later] == [4, 5]
-    assert [r.seq for r in await store.receipts.list("ann")] == [1, 4, 5]
-    assert ("ann", ProblemKind.MISSING) in await problems(store)
+    assert [r.seq for r in await durable.receipts.list("ann")] == [1, 4, 5]
+    assert ("ann", ProblemKind.MISSING) in await problems(durable)
 
 
 async def test_a_user_whose_chain_and_head_were_deleted_stays_found_after_new_appends(
-    store: Store,
+    durable: SqlStore,
 ) -> None:
-    await append(store, "ann", 2)
-    await append(store, "bob")
-    await delete_receipts(store, "ann", [1, 2])
-    await delete_head(store, "ann")
-    await append(store, "ann")
-    assert ("", ProblemKind.MISSING_CHAIN) in await problems(store)
+    await append(durable, "ann", 2)
+    await append(durable, "bob")
+    await delete_receipts(durable, "ann", [1, 2])
+    await delete_head(durable, "ann")
+    await append(durable, "ann")
+    assert ("", ProblemKind.MISSING_CHAIN) in await problems(durable)
 
 
 async def test_a_deleted_head_alone_is_found_and_appends_go_on_after_the_chain(
-    store: Store,
+    durable: SqlStore,
 ) -> None:
-    await append(store, "ann", 2)
-    await delete_head(store, "ann")
-    assert await problems(store) == {
+    await append(durable, "ann", 2)
+    await delete_head(durable, "ann")
+    assert await problems(durable) == {
         ("ann", ProblemKind.MISSING_HEAD),
         ("", ProblemKind.MISSING_CHAIN),
     }
-    (third,) = await append(store, "ann")
+    (third,) = await append(durable, "ann")
     assert third.seq == 3
     # the roster counted ann once already, and counts her again for the new head
-    assert await problems(store) == {("", ProblemKind.MISSING_CHAIN)}
+    assert await problems(durable) == {("", ProblemKind.MISSING_CHAIN)}
 
 
 @pytest.fixture(

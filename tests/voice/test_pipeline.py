@@ -195,7 +195,7 @@ async def test_answers_waiting_for_the_model_share_one_batch() -> None:
     tasks += [start(1), start(2)]
     # Let both reach the queue behind the busy model; a regression fails here, never hangs.
     async with asyncio.timeout(30):
-        while len(pipeline._queue) < 2:
+        while pipeline.waiting < 2:
             await asyncio.sleep(0)
     fake.release.set()
     results = await asyncio.gather(*tasks)

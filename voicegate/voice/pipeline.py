@@ -148,6 +148,11 @@ class VoicePipeline:
         # The event loop keeps only weak references to tasks; these keep the drains alive.
         self._drains: set[asyncio.Task[None]] = set()
 
+    @property
+    def waiting(self) -> int:
+        """How many utterances wait now for a model call that has not taken them yet."""
+        return len(self._queue)
+
     async def decide(
         self,
         audio: bytes,
