@@ -15,11 +15,6 @@ def upstream(kind: str) -> UpstreamSpec:
     return UpstreamSpec.from_command([sys.executable, "-m", "tests.mcp.upstreams", kind])
 
 
-def version_of(pool: UpstreamPool) -> str:
-    assert pool._conn is not None and pool._conn.client is not None
-    return pool._conn.client.protocol_version
-
-
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_tool_added_and_announced_is_listed_at_once(mode: str) -> None:
     async with UpstreamPool(upstream("growing"), mode=mode) as pool:
@@ -31,7 +26,7 @@ async def test_a_tool_added_and_announced_is_listed_at_once(mode: str) -> None:
         await pool.call_tool("grow", {"name": "fresher"})
         assert "fresher" in {t.name for t in await catalog.tools()}
         assert pool.connects == 1
-        assert version_of(pool) == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        assert pool.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
 
 
 async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
@@ -40,7 +35,7 @@ async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
         await pool.list_tools()
         assert pool._conn is not None and pool._conn.listening
         assert pool.cached_tools() is not None
-        assert version_of(pool) == "2026-07-28"
+        assert pool.protocol_version == "2026-07-28"
 
 
 async def test_without_a_change_stream_every_listing_asks_the_upstream() -> None:

@@ -206,6 +206,12 @@ class UpstreamPool:
         """
         return self._tools if self._tools is not None and self._caching() else None
 
+    @property
+    def protocol_version(self) -> str | None:
+        """The protocol version the open session agreed on; None while none is open."""
+        conn = self._conn
+        return conn.client.protocol_version if conn is not None and conn.client else None
+
     def _caching(self) -> bool:
         conn = self._conn
         return conn is not None and conn.hears_changes
