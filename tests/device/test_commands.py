@@ -93,6 +93,24 @@ def test_pair_prints_a_code_the_server_redeems_once(
     assert on_server(db, redeem) == [200, 400]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://phone.example:9",
+        "http://phone.example:9/",
+        "http://phone.example:9/approve",
+        "http://phone.example:9/approve/",
+    ],
+)
+def test_pair_url_names_the_approve_page_once_with_or_without_it(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "gate.db")
+    status, out, _ = cli(capsys, "pair", "--user", "asha", "--db", db, "--url", url)
+    assert status == 0
+    assert "Open http://phone.example:9/approve on the device" in out
+
+
 def test_pair_without_signing_keys_refuses_and_prints_no_code(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import secrets
+import shlex
 import socket
 import sys
 import time
@@ -86,14 +87,19 @@ async def voicegate(*words: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 @asynccontextmanager
 async def voicegate_serve(
-    tmp_path: Path, *flags: str, last: str = "Pair a device", env: dict[str, str] | None = None
+    tmp_path: Path,
+    *flags: str,
+    last: str = "Pair a device",
+    env: dict[str, str] | None = None,
+    port: int | None = None,
 ) -> AsyncIterator[Served]:
     """Run ``python -m voicegate.cli serve FLAGS``; yield once its banner says it listens.
 
     The banner prints after the port listens, so its ``last`` line means the gate is ready.
-    The store is ``tmp_path / "gate.db"``; ``env`` replaces the default environment.
+    The store is ``tmp_path / "gate.db"``; ``env`` replaces the default environment; ``port``
+    is a free one unless named (0 lets the system choose; ``base`` is then empty).
     """
-    port = free_port()
+    port = free_port() if port is None else port
     proc = await asyncio.create_subprocess_exec(
         PYTHON,
         "-m",
@@ -119,7 +125,7 @@ async def voicegate_serve(
                 error = await proc.stderr.read()
                 raise AssertionError(f"voicegate serve ended early: {error.decode()}")
             banner.append(line.decode().rstrip())
-        yield Served(f"http://127.0.0.1:{port}", banner)
+        yield Served(f"http://127.0.0.1:{port}" if port else "", banner)
     finally:
         if proc.returncode is None:
             proc.terminate()
@@ -206,10 +212,13 @@ async def test_a_tap_on_a_device_paired_by_the_cli_releases_the_write_with_a_rec
             == "waiting"
         )
 
-        status, out, _ = await voicegate(
-            "pair", "--user", "owner", "--kind", "tap", "--db", db, env=env
-        )
+        # The pair command exactly as the banner prints it.
+        (line,) = [line for line in served.banner if line.startswith("Pair a device with: ")]
+        pair = shlex.split(line.removeprefix("Pair a device with: "))
+        assert pair[:2] == ["voicegate", "pair"]
+        status, out, _ = await voicegate(*pair[1:], "--kind", "tap", env=env)
         assert status == 0
+        assert f"Open {served.base}/approve on the device" in out
         found = CODE_LINE.search(out)
         assert found is not None, out
         # The server checks signed times against its own clock, so the device signs with now.
@@ -257,6 +266,38 @@ async def test_generated_token_is_printed_once_and_works(tmp_path: Path) -> None
         token = line.rsplit(" ", 1)[1]
         async with agent_at(served.base, mode="legacy", token=token) as agent:
             assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
+
+
+async def test_on_port_0_the_banner_names_the_port_the_system_chose(tmp_path: Path) -> None:
+    async with voicegate_serve(tmp_path, *NOTES, "--token", TOKEN, port=0) as served:
+        (line,) = [line for line in served.banner if line.startswith("Approve on your device")]
+        chosen = re.fullmatch(r"Approve on your device: http://127\.0\.0\.1:(\d+)/approve", line)
+        assert chosen is not None, line
+        port = int(chosen[1])
+        assert port != 0
+        assert served.banner[-1].endswith(f"--url http://127.0.0.1:{port}")
+        async with httpx.AsyncClient() as http:
+            health = await http.get(f"http://127.0.0.1:{port}/healthz")
+        assert health.status_code == 200
+
+
+async def test_a_busy_port_is_one_line_before_any_upstream_is_started(tmp_path: Path) -> None:
+    pidfile = tmp_path / "notes.pids"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        status, out, err = await voicegate(
+            "serve", *NOTES, "--env", f"{PIDFILE_ENV}={pidfile}", "--no-voice",
+            "--port", str(port), "--db", str(tmp_path / "gate.db"), "--token", TOKEN,
+            env=cli_env(),
+        )  # fmt: skip
+    assert status == 2
+    assert out == ""
+    (line,) = err.splitlines()
+    assert f"cannot listen on 127.0.0.1:{port}" in line
+    # The notes server writes its pid when it starts; it never started.
+    assert not pidfile.exists()
 
 
 async def test_tool_name_clash_is_one_line_and_exit_code_2_before_the_banner(

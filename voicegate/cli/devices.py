@@ -20,7 +20,7 @@ from voicegate.clock import iso_utc
 from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
-from voicegate.settings import KEYS_ENV, keys_for
+from voicegate.settings import DEFAULT_PORT, KEYS_ENV, keys_for
 from voicegate.store.base import Store
 from voicegate.text import printable
 
@@ -83,7 +83,10 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
         help="voice: taps and voice answers; tap: taps only (default: voice)",
     )
     parser.add_argument(
-        "--url", default="http://127.0.0.1:8800", help="the server's public address"
+        "--url",
+        default=f"http://127.0.0.1:{DEFAULT_PORT}",
+        help="the server's address, with or without /approve, as its banner prints it "
+        f"(default http://127.0.0.1:{DEFAULT_PORT})",
     )
     _add_db(parser)
 
@@ -108,10 +111,18 @@ def run_pair(args: argparse.Namespace) -> int:
     minutes = int(CODE_TTL // 60)
     print(printable(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}"))
     print(
-        f"Open {args.url.rstrip('/')}/approve on the device and enter it within {minutes} minutes."
+        printable(
+            f"Open {approve_url(args.url)} on the device and enter it within {minutes} minutes."
+        )
     )
     print("It works once. Anyone who sees it before then can pair, so keep it to yourself.")
     return 0
+
+
+def approve_url(url: str) -> str:
+    """The approve page of the server at ``url``, given with or without ``/approve``."""
+    base = url.strip().rstrip("/")
+    return f"{base.removesuffix('/approve').rstrip('/')}/approve"
 
 
 def add_devices_arguments(parser: argparse.ArgumentParser) -> None:

@@ -268,8 +268,12 @@ async def serve_banner(config: ServerConfig, store: Store, voice: VoicePipeline 
 
 
 def pair_command(config: ServerConfig) -> str:
-    """The ``voicegate pair`` command for this server's own store (a password masked)."""
-    return f"voicegate pair --user {shlex.quote(config.user)} --db {shlex.quote(redact(config.db))}"
+    """The ``voicegate pair`` command for this server's own store (a password masked) and its
+    own address, so the code it prints sends the device to this server."""
+    return (
+        f"voicegate pair --user {shlex.quote(config.user)} --db {shlex.quote(redact(config.db))}"
+        f" --url {shlex.quote(config.base_url)}"
+    )
 
 
 def _voice_line(voice: VoicePipeline | None) -> str:

@@ -57,18 +57,22 @@ async def serve(
         check_startup(config, store_durable=bool(getattr(store, "durable", False)))
         # One ring for the app and the demo's pairing code, even when none is configured.
         config = replace(config, keys=config.signing_keys())
-        pipeline = _pipeline(store, voice)
-        if pipeline is not None:
-            # The pipeline's own queue must not refuse what the device routes admitted.
-            pipeline.max_waiting = config.max_voice_in_flight
-        app = build_app(config, upstream=upstream, policy=policy, store=store, voice=pipeline)
-        # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs here
-        # rather than inside uvicorn, so a refusal is one line and the banner, with its token,
-        # is printed only once the gate can really serve. The socket listens before the
-        # banner: an agent that connects at once waits in the backlog instead of failing.
-        server = uvicorn.Server(server_config(app))
-        async with app.router.lifespan_context(app):
-            with listen(config.host, config.port) as sock:
+        # The port is taken first: a busy one is said at once, before the recogniser loads and
+        # before any upstream connection is tried. An agent that connects before the banner
+        # waits in the backlog instead of failing.
+        with listen(config.host, config.port) as sock:
+            # --port 0 listens where the system chose; the banner and the app name that port.
+            config = replace(config, port=int(sock.getsockname()[1]))
+            pipeline = _pipeline(store, voice)
+            if pipeline is not None:
+                # The pipeline's own queue must not refuse what the device routes admitted.
+                pipeline.max_waiting = config.max_voice_in_flight
+            app = build_app(config, upstream=upstream, policy=policy, store=store, voice=pipeline)
+            # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs
+            # here rather than inside uvicorn, so a refusal is one line and the banner, with its
+            # token, is printed only once the gate can really serve.
+            server = uvicorn.Server(server_config(app))
+            async with app.router.lifespan_context(app):
                 await banner(config, store, pipeline)
                 with _quiet_stop():
                     await server.serve(sockets=[sock])
