@@ -160,6 +160,16 @@ async def test_an_answer_one_cannot_teach_is_a_bad_request(
 ) -> None:
     refused = await teach(device, meaning, take(200.0, 0))
     assert (refused.status_code, refused.json()["reason"]) == (400, Reason.BAD_REQUEST)
+    assert refused.json()["detail"]  # what was wrong with the meaning, not a bare reason
+
+
+async def test_a_label_one_cannot_keep_is_a_bad_request_with_a_detail(
+    device: SigningDevice,
+) -> None:
+    refused = await teach(device, "choose:2", take(200.0, 0), label="x" * 200)
+    assert (refused.status_code, refused.json()["reason"]) == (400, Reason.BAD_REQUEST)
+    assert "label" in refused.json()["detail"]
+    assert (await device.get("/device/enrol")).json()["templates"] == []
 
 
 async def test_a_silent_take_is_refused_with_the_audio_reason(device: SigningDevice) -> None:

@@ -105,3 +105,11 @@ def test_voice_route_declares_the_covered_headers_and_the_audio_limits(
 
 def test_the_described_duration_limits_are_the_decoders() -> None:
     assert (Limits().min_seconds, Limits().max_seconds) == (MIN_VOICE_SECONDS, MAX_VOICE_SECONDS)
+
+
+def test_a_refusal_is_documented_with_its_reason_next_step_and_optional_detail(
+    document: dict[str, Any],
+) -> None:
+    refusal = document["components"]["schemas"]["RefusalOut"]
+    assert set(refusal["properties"]) == {"reason", "next_step", "detail"}
+    assert set(refusal["required"]) == {"reason", "next_step"}

@@ -231,6 +231,36 @@ async def test_malformed_tap_is_a_bad_request_not_a_server_error(device: Signing
     assert no_card.status_code == 400 and no_card.json()["reason"] == Reason.BAD_REQUEST
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"pending_id": "p", "nonce": "n", "decision": "choose", "card": 7}, "card"),
+        ({"pending_id": "p", "nonce": "n", "decision": "choose"}, "card"),
+        ({"pending_id": "p", "nonce": "n", "decision": "maybe"}, "decision"),
+        ({"pending_id": "p", "nonce": "n", "decision": "confirm", "shown": [9]}, "shown"),
+    ],
+)
+async def test_a_bad_request_names_the_field_at_fault_in_its_detail(
+    device: SigningDevice, body: dict[str, object], field: str
+) -> None:
+    response = await device.post_json("/device/tap", body)
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["reason"] == Reason.BAD_REQUEST
+    assert set(answer) == {"reason", "next_step", "detail"}
+    assert field in answer["detail"]
+
+
+async def test_a_refusal_with_nothing_more_to_say_has_no_detail(
+    device: SigningDevice, services: Services
+) -> None:
+    response = await device.post_json(
+        "/device/tap", {"pending_id": "nothing-here", "nonce": "n", "decision": "confirm"}
+    )
+    assert response.json()["reason"] == Reason.UNKNOWN_PENDING
+    assert set(response.json()) == {"reason", "next_step"}
+
+
 async def test_closed_store_answers_503_ledger_unavailable_and_releases_nothing(
     device: SigningDevice, services: Services, executed: Executed
 ) -> None:

@@ -215,3 +215,37 @@ async def test_a_second_copy_of_a_covered_header_is_refused(
     answer = await _moved_upload(device, signed_for, sent)
     assert answer["reason"] == Reason.BAD_DEVICE_SIGNATURE
     assert executed.calls == []
+
+
+@pytest.mark.parametrize(
+    ("target", "headers", "names"),
+    [
+        ("/device/voice", "pending_only", "nonce"),
+        ("/device/voice?nonce={nonce}", "pending_only", "nonce"),
+        ("/device/voice?shown=9", "both", "shown"),
+    ],
+)
+async def test_a_voice_refusal_says_which_field_was_wrong(
+    device: SigningDevice,
+    services: Services,
+    clock: ManualClock,
+    executed: Executed,
+    target: str,
+    headers: str,
+    names: str,
+) -> None:
+    with_voice(services, clock, "Yes.")
+    pending = await services.gate.propose("asha", NOTES[:1], risk=Risk.LOW)
+    sent = {signing.PENDING_HEADER: pending.id}
+    if headers == "both":
+        sent[signing.NONCE_HEADER] = pending.nonce
+    target = target.format(nonce=pending.nonce)
+    response = await device.post(target, CLIP.read_bytes(), "audio/wav", **sent)
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["reason"] == Reason.BAD_REQUEST
+    assert answer["next_step"] == NEXT_STEP[Reason.BAD_REQUEST]
+    # The detail names the field at fault; it carries nothing of the set.
+    assert names in answer["detail"]
+    assert pending.nonce not in answer["detail"] and pending.id not in answer["detail"]
+    assert executed.calls == []

@@ -1,4 +1,5 @@
-"""The edge of the device API: body size and time limits, every refusal as `{reason, next_step}`.
+"""The edge of the device API: body size and time limits, every refusal as `{reason, next_step}`
+(and `detail` where the check said what in the request was wrong).
 
 Routes built with ``limited_route(...)`` read the whole body through ``LimitedRequest`` before
 anything else looks at it: an oversized upload is refused after at most ``limit`` bytes, and a
@@ -30,8 +31,11 @@ from starlette.requests import ClientDisconnect
 from voicegate.errors import Refused, StoreUnavailable, Throttled
 from voicegate.observe import Events
 from voicegate.reasons import NEXT_STEP, REQUEST_NEXT_STEP, Reason
+from voicegate.text import printable
 
 TIME_HEADER = "X-Voicegate-Time"
+# A detail is one short sentence about the request; a longer one is cut, never sent whole.
+MAX_DETAIL = 200
 
 _STATUS: dict[Reason, int] = {
     Reason.BAD_REQUEST: 400,
@@ -76,17 +80,23 @@ def refusal(
     now: float,
     retry_after: int | None = None,
     recording: bool = True,
+    detail: str = "",
     **extra: Any,
 ) -> JSONResponse:
-    """The JSON answer to a refusal: the reason code and what the user can do instead.
+    """The JSON answer to a refusal: the reason code, what the user can do instead and, where
+    the check said more, a ``detail`` naming what in the request was wrong.
 
     ``recording``: whether the refused body was a recording; a JSON request too large is told
-    to send a smaller request, not to record a shorter answer.
+    to send a smaller request, not to record a shorter answer. ``detail`` speaks only of the
+    request itself (a missing field, a value out of range), never of another user's data.
     """
     step = NEXT_STEP.get(reason, "")
     if not recording:
         step = REQUEST_NEXT_STEP.get(reason, step)
-    body = {"reason": reason.value, "next_step": step, **extra}
+    body: dict[str, Any] = {"reason": reason.value, "next_step": step}
+    if detail:
+        body["detail"] = printable(detail[:MAX_DETAIL])
+    body.update(extra)
     response = JSONResponse(body, status_code=status_for(reason))
     response.headers[TIME_HEADER] = str(int(now))
     if retry_after is not None:
@@ -95,6 +105,19 @@ def refusal(
         # The rest of a late body may still arrive; the connection is not reused for it.
         response.headers["Connection"] = "close"
     return response
+
+
+def validation_detail(exc: RequestValidationError) -> str:
+    """What a request that does not fit the route's schema got wrong: the field and the rule
+    (``card: Input should be less than or equal to 5``), never the value sent."""
+    errors = exc.errors()
+    if not errors:
+        return ""
+    first = errors[0]
+    # The first part of a location says where the field rode (body, query, header).
+    place = ".".join(str(part) for part in first.get("loc", ())[1:])
+    message = str(first.get("msg", ""))
+    return f"{place}: {message}" if place else message
 
 
 class LimitedRequest(Request):
@@ -144,10 +167,18 @@ def limited_route(
             route = self.path
             recording = route.endswith("/voice")
 
-            def refuse(reason: Reason, retry_after: int | None = None) -> JSONResponse:
+            def refuse(
+                reason: Reason, retry_after: int | None = None, detail: str = ""
+            ) -> JSONResponse:
                 if events is not None:
                     events.refused(reason, edge="device", route=route)
-                return refusal(reason, now=clock(), retry_after=retry_after, recording=recording)
+                return refusal(
+                    reason,
+                    now=clock(),
+                    retry_after=retry_after,
+                    recording=recording,
+                    detail=detail,
+                )
 
             async def handle(request: Request) -> Response:
                 limited = LimitedRequest(request.scope, request.receive)
@@ -161,11 +192,11 @@ def limited_route(
                 except Throttled as throttled:
                     return refuse(throttled.reason, throttled.retry_after)
                 except Refused as refused:
-                    return refuse(refused.reason)
+                    return refuse(refused.reason, detail=refused.detail)
                 except StoreUnavailable:
                     return refuse(Reason.LEDGER_UNAVAILABLE)
-                except RequestValidationError:
-                    return refuse(Reason.BAD_REQUEST)
+                except RequestValidationError as exc:
+                    return refuse(Reason.BAD_REQUEST, detail=validation_detail(exc))
                 except HTTPException as exc:
                     # FastAPI's own answer to a body it could not parse at all.
                     return refuse(

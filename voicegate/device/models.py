@@ -232,3 +232,9 @@ class RefusalOut(BaseModel):
 
     reason: Reason
     next_step: str
+    detail: str | None = Field(
+        default=None,
+        description="What in the request was wrong, where the check says more than the reason "
+        "(such as `voice needs nonce`); left out otherwise. It names only the request's own "
+        "fields, never another user's data.",
+    )

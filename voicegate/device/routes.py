@@ -332,6 +332,10 @@ def _field(
     # The nonce never rides in a URL: URLs end up in access logs and proxy logs.
     query = request.query_params.get(name) if in_query else None
     value = fields.get(name) or request.headers.get(header) or query
+    if not value and not in_query and name in request.query_params:
+        raise Refused(
+            Reason.BAD_REQUEST, f"{name} goes in a form field or the {header} header, not the URL"
+        )
     if not value or not storable(value):
         raise Refused(Reason.BAD_REQUEST, f"voice needs {name}")
     return value

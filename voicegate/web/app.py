@@ -35,6 +35,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from voicegate.device.edge import MAX_DETAIL, validation_detail
 from voicegate.device.enrol import enrol_router
 from voicegate.device.routes import device_router
 from voicegate.gate.core import Gate
@@ -52,6 +53,7 @@ from voicegate.services import Services
 from voicegate.services import Settings as ServiceSettings
 from voicegate.settings import ServerConfig
 from voicegate.store.base import Store
+from voicegate.text import printable
 from voicegate.tokens import TokenCodec
 from voicegate.web.approve import approve_router
 from voicegate.web.read_route import ReadRoute
@@ -250,8 +252,12 @@ async def _http_refusal(request: Request, exc: Exception) -> Response:
 
 
 async def _validation_refusal(request: Request, exc: Exception) -> Response:
-    """A body that does not fit the route's schema is a ``bad_request``, never a bare 422."""
+    """A body that does not fit the route's schema is a ``bad_request``, never a bare 422; its
+    ``detail`` names the field and the rule, never the value sent."""
+    assert isinstance(exc, RequestValidationError)
     body = {"reason": Reason.BAD_REQUEST.value, "next_step": NEXT_STEP[Reason.BAD_REQUEST]}
+    if detail := validation_detail(exc):
+        body["detail"] = printable(detail[:MAX_DETAIL])
     return JSONResponse(body, status_code=400)
 
 
