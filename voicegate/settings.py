@@ -22,7 +22,7 @@ from voicegate.errors import ConfigError
 from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
 from voicegate.secrets import KeyRing, Secret
-from voicegate.store import redact
+from voicegate.store import redact, sqlite_path
 from voicegate.tokens import DEFAULT_TTL
 
 TOKEN_ENV = "VOICEGATE_TOKEN"
@@ -33,6 +33,9 @@ DEFAULT_PORT = 8800
 # A confirmation token stands for one "are you sure?" moment; an hour, in seconds, is already
 # far longer than any agent needs to re-call, and a longer one only widens the window to misuse it.
 MAX_TOKEN_TTL = 3600.0
+# An agent token of 16 characters of base64 is 96 bits, beyond guessing over the network; a
+# generated one (``token_urlsafe(24)``) has 32 characters.
+MIN_TOKEN_CHARS = 16
 # Each held voice upload may be 2 MiB, so 256 of them bound the memory they take to 512 MiB.
 MAX_VOICE_IN_FLIGHT = 256
 
@@ -190,10 +193,13 @@ def lease_from(env: Mapping[str, str] = os.environ) -> float:
 
 def key_file(db: str) -> Path | None:
     """Where a SQLite store's signing keys live (``<db>.keys``); None for any other store."""
-    db = db.strip()
-    if db in ("", "memory", "memory:") or "://" in db.removeprefix("sqlite:"):
+    if db.strip() in ("", "memory", "memory:"):
         return None
-    return Path(db.removeprefix("sqlite:///") + ".keys")
+    try:
+        path = sqlite_path(db)
+    except ConfigError:
+        return None  # not a store at all: opening it says why
+    return Path(path + ".keys") if path is not None else None
 
 
 def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
@@ -209,9 +215,11 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
         return ring
     if path.parent.exists() and not path.parent.is_dir():
         raise ConfigError(f"{path.parent} is a file, not a folder for the store")
+    if not path.parent.is_dir():
+        # a mistyped path is refused, never made into folders
+        raise ConfigError(f"the folder {path.parent} for the store does not exist; make it first")
     try:
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(32)}\n")
@@ -287,9 +295,21 @@ def metrics_token_from(env: Mapping[str, str] = os.environ) -> Secret | None:
 
 
 def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret:
-    """The agent's bearer token: the flag, else ``VOICEGATE_TOKEN``, else a fresh one."""
+    """The agent's bearer token: the flag, else ``VOICEGATE_TOKEN``, else a fresh one.
+
+    ``ConfigError`` for one shorter than ``MIN_TOKEN_CHARS``: whoever can reach ``/mcp`` could
+    guess it.
+    """
+    source = "--token" if value else TOKEN_ENV
     chosen = value or env.get(TOKEN_ENV, "")
-    return Secret(chosen) if chosen else Secret(secrets.token_urlsafe(24))
+    if not chosen:
+        return Secret(secrets.token_urlsafe(24))
+    if len(chosen) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"{source} is {len(chosen)} characters; an agent token needs at least "
+            f"{MIN_TOKEN_CHARS} (leave it out for a generated one)"
+        )
+    return Secret(chosen)
 
 
 def body_timeout_from(value: float) -> float:

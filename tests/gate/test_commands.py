@@ -172,7 +172,8 @@ def test_a_missing_database_is_refused_and_nothing_is_created(
 ):
     monkeypatch.delenv("VOICEGATE_SECRET_KEYS", raising=False)
     missing = tmp_path / "nowhere" / "gate.db"
-    assert main(["receipts", action, "r1", "--db", str(missing)]) == 2
+    receipt_id = ["r1"] if action == "show" else []  # only show takes one
+    assert main(["receipts", action, *receipt_id, "--db", str(missing)]) == 2
     assert "no database" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 

@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from voicegate.errors import ConfigError
+from voicegate.settings import keys_for
 from voicegate.store import (
     MemoryStore,
     PostgresStore,
     SqliteStore,
     open_store,
     redact,
+    sqlite_path,
     store_for,
 )
 
@@ -36,9 +38,34 @@ async def test_a_path_and_a_sqlite_url_open_the_same_durable_file(tmp_path: Path
     await again.close()
 
 
-def test_sqlite_url_with_three_slashes_names_a_relative_path() -> None:
-    store = store_for("sqlite:///data/gate.db")
-    assert isinstance(store, SqliteStore) and store.runner.path == Path("data/gate.db")
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///{tmp}/gate.db", "{tmp}/gate.db"),
+        ("sqlite:////{tmp}/gate.db", "{tmp}/gate.db"),
+        ("sqlite:data/gate.db", "data/gate.db"),
+    ],
+)
+def test_sqlite_url_with_three_slashes_is_absolute_and_without_slashes_relative(
+    url: str, path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    tmp = str(tmp_path).lstrip("/")
+    store = store_for(url.format(tmp=tmp))
+    expected = Path(path.format(tmp="/" + tmp))
+    assert isinstance(store, SqliteStore) and store.runner.path == expected
+    assert sqlite_path(url.format(tmp=tmp)) == str(expected)
+
+
+def test_a_sqlite_file_in_a_folder_that_is_not_there_is_refused_and_no_folder_is_made(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError):
+        store_for(str(tmp_path / "no" / "gate.db"))
+    with pytest.raises(ConfigError):
+        keys_for(str(tmp_path / "no" / "gate.db"), env={})
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from voicegate.cli.arguments import user_name
 from voicegate.clock import iso_utc
 from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.errors import ConfigError, StoreUnavailable
@@ -32,8 +33,8 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
         default=os.environ.get("VOICEGATE_DB", DEFAULT_DB),
-        help="the store: a SQLite file, sqlite:///path or postgresql://... "
-        "(default: $VOICEGATE_DB or voicegate.db)",
+        help="the store: a SQLite file (PATH, sqlite:///ABSOLUTE/PATH or sqlite:RELATIVE/PATH), "
+        "or postgresql://... (default: $VOICEGATE_DB or voicegate.db)",
     )
 
 
@@ -75,7 +76,7 @@ def _said(command: str) -> Callable[[Run], Run]:
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``voicegate pair``."""
-    parser.add_argument("--user", required=True, help="whose device this will be")
+    parser.add_argument("--user", type=user_name, required=True, help="whose device this will be")
     parser.add_argument(
         "--kind",
         choices=[k.value for k in DeviceKind],

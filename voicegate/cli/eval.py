@@ -145,10 +145,17 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"voicegate eval: {exc}", file=sys.stderr)
         return 2
+    if not args.manifest.is_file():
+        print(f"voicegate eval: no manifest at {args.manifest}", file=sys.stderr)
+        return 2
     try:
         cases = load(args.manifest)
     except ManifestError as exc:
         print(f"{args.manifest}: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, UnicodeDecodeError) as exc:
+        # unreadable, or not text: the reason in one line, as for a missing file
+        print(f"voicegate eval: cannot read {args.manifest}: {exc}", file=sys.stderr)
         return 2
     if args.case_langs:
         cases = [c for c in cases if c.lang in args.case_langs]

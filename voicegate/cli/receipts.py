@@ -3,7 +3,7 @@
 The reading and checking is ``voicegate.gate.audit``: it never creates a database or a key.
 
 Exit status: 0 when all is well, 1 when ``verify`` finds a problem (or ``show`` no receipt),
-2 when the database or its keys cannot be used.
+2 when the database or its keys cannot be used, or the words given are a usage error.
 """
 
 from __future__ import annotations
@@ -23,13 +23,19 @@ from voicegate.gate.types import to_dict
 from voicegate.text import printable
 
 UNUSABLE = 2
+USAGE = 2  # as argparse exits on a usage error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``voicegate receipts``."""
     parser.add_argument("action", choices=("list", "show", "export", "head", "verify"))
-    parser.add_argument("receipt_id", nargs="?", help="the receipt to show")
-    parser.add_argument("--db", default="voicegate.db", help="a SQLite path or PostgreSQL DSN")
+    parser.add_argument("receipt_id", nargs="?", help="the receipt to show (show only)")
+    parser.add_argument(
+        "--db",
+        default="voicegate.db",
+        help="the store: a SQLite file (PATH, sqlite:///ABSOLUTE/PATH or sqlite:RELATIVE/PATH), "
+        "or postgresql://... (default voicegate.db)",
+    )
     parser.add_argument("--user", default=None, help="only this user's receipts")
     parser.add_argument(
         "--expect-head",
@@ -42,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``voicegate receipts``; ``verify`` exits 1 when a chain is broken."""
+    misused = _misuse(args.action, args.receipt_id)
+    if misused:
+        # a usage error, said as argparse says its own, before any store is opened
+        print(f"voicegate receipts: error: {misused}", file=sys.stderr)
+        return USAGE
     try:
         if args.action == "verify":
             return _verify(args.db, args.user, args.expect_head)
@@ -67,6 +78,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     dump([to_dict(r) for r in receipts])
     return 0
+
+
+def _misuse(action: str, receipt_id: str | None) -> str:
+    """What is wrong with the words given, or "": only ``show`` takes a receipt id, and needs
+    one."""
+    if action == "show" and not receipt_id:
+        return "show needs a receipt id: voicegate receipts show RECEIPT_ID"
+    if action != "show" and receipt_id is not None:
+        return (
+            f"{action} takes no receipt id, but was given {printable(receipt_id)!r}; "
+            "name the store with --db"
+        )
+    return ""
 
 
 def _verify(db: str, user: str | None, expect_head: Path | None) -> int:

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from voicegate.cli.arguments import port_number, user_name
 from voicegate.errors import ConfigError, ModelError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
 from voicegate.limits import BODY_TIMEOUT
@@ -86,13 +87,21 @@ def _add_common(
 ) -> None:
     parser.add_argument("--token", help="the agent's bearer token (default: $VOICEGATE_TOKEN)")
     parser.add_argument(
-        "--db", default=default_db, help="a SQLite path, 'memory', or a PostgreSQL DSN"
+        "--db",
+        default=default_db,
+        help="the store: a SQLite file (PATH, sqlite:///ABSOLUTE/PATH or sqlite:RELATIVE/PATH; "
+        "its folder must exist), memory, or postgresql://...",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
-        "--port", type=int, default=default_port, help=f"port to listen on (default {DEFAULT_PORT})"
+        "--port",
+        type=port_number,
+        default=default_port,
+        help=f"port to listen on, 0 for any free one (default {DEFAULT_PORT})",
     )
-    parser.add_argument("--user", default="owner", help="the user whose device approves")
+    parser.add_argument(
+        "--user", type=user_name, default="owner", help="the user whose device approves"
+    )
     parser.add_argument("--public-url", default="", help="the URL devices and agents use")
     parser.add_argument(
         "--voice-model", default=None, help="tiny.en (default for English) or base (for Hindi)"

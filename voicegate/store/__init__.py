@@ -4,10 +4,14 @@
 
     memory, memory:                      MemoryStore, in this process only (durable=False)
     voicegate.db, /var/lib/vg/gate.db    SqliteStore, a file path
-    sqlite:///relative.db                SqliteStore (three slashes, then a relative path)
-    sqlite:////abs/gate.db               SqliteStore (four slashes: an absolute path)
+    sqlite:///var/lib/vg/gate.db         SqliteStore, the absolute path /var/lib/vg/gate.db
+                                         (sqlite:////var/lib/vg/gate.db names the same file)
+    sqlite:data/gate.db                  SqliteStore, the relative path data/gate.db
     postgresql://user@host/db            PostgresStore; postgres:// works too; add
         ?schema=name                     to keep the tables in their own schema
+
+A SQLite file may be new, but its folder must already be there: a mistyped path is refused,
+never made into folders.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "Store",
     "open_store",
     "redact",
+    "sqlite_path",
     "store_for",
 ]
 
@@ -56,9 +61,39 @@ def store_for(url: str, *, create: bool = True) -> MemoryStore | SqliteStore | P
     With ``create`` False, ``StoreUnavailable`` for a SQLite file that is not there.
     """
     store = _store_for(url.strip())
-    if not create and isinstance(store, SqliteStore) and not store.runner.path.is_file():
-        raise StoreUnavailable(f"no database at {store.runner.path}")
+    if isinstance(store, SqliteStore):
+        path = store.runner.path
+        if not create and not path.is_file():
+            raise StoreUnavailable(f"no database at {path}")
+        if not path.parent.is_dir():
+            what = "is a file, not a folder" if path.parent.exists() else "does not exist"
+            raise ConfigError(f"the folder {path.parent} for the store {what}; make it first")
     return store
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a SQLite store URL or path names; None for a memory or PostgreSQL store.
+
+    ``sqlite:///abs/x.db`` is the absolute path ``/abs/x.db`` (four slashes name the same file),
+    ``sqlite:rel/x.db`` the relative path ``rel/x.db``; ``ConfigError`` for a URL it cannot use.
+    """
+    url = url.strip()
+    if url in ("memory", "memory:") or url.startswith(_POSTGRES):
+        return None
+    if url.startswith("sqlite:"):
+        rest = url.removeprefix("sqlite:")
+        if rest.startswith("///"):
+            rest = "/" + rest.lstrip("/")
+        elif rest.startswith("//"):
+            rest = ""  # sqlite://name: a host part, which a file has not
+        if rest in ("", "/"):
+            raise ConfigError(
+                "a SQLite URL is sqlite:///absolute/path.db or sqlite:relative/path.db"
+            )
+        return rest
+    if not url or "://" in url:
+        raise ConfigError(f"unknown store URL {redact(url)!r}")
+    return url
 
 
 def _store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
@@ -67,13 +102,9 @@ def _store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
     if url.startswith(_POSTGRES):
         dsn, schema = _split_schema(url)
         return _postgres()(dsn, schema=schema)
-    if url.startswith("sqlite:"):
-        if not url.startswith("sqlite:///") or url == "sqlite:///":
-            raise ConfigError("a SQLite URL is sqlite:///relative.db or sqlite:////abs.db")
-        return SqliteStore(url.removeprefix("sqlite:///"))
-    if not url or "://" in url:
-        raise ConfigError(f"unknown store URL {redact(url)!r}")
-    return SqliteStore(url)
+    path = sqlite_path(url)
+    assert path is not None  # memory and PostgreSQL were taken above
+    return SqliteStore(path)
 
 
 def __getattr__(name: str) -> Any:

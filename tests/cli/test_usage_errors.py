@@ -1,0 +1,118 @@
+"""A value the command cannot use is said in one line, exit 2, before anything is created:
+argparse's usage error for a bad flag, one ``voicegate CMD:`` line for the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voicegate.cli import main
+from voicegate.settings import KEYS_ENV, TOKEN_ENV
+
+NOTES = ["--upstream-cmd", "true", "--no-voice"]
+
+
+@pytest.fixture(autouse=True)
+def in_an_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each command runs where nothing is yet, so anything it makes is seen."""
+    monkeypatch.chdir(tmp_path)
+    for name in (KEYS_ENV, TOKEN_ENV, "VOICEGATE_DB"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The error line argparse printed for ``argv``, which must exit 2."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    return err.splitlines()[-1]
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line a command printed for ``argv``, which must exit 2."""
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    (line,) = err.splitlines()
+    return line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", *NOTES, "--port", "99999"],
+        ["serve", *NOTES, "--port", "-1"],
+        ["serve", *NOTES, "--port", "eighty"],
+        ["demo", "--no-voice", "--port", "65536"],
+        ["serve", *NOTES, "--user", ""],
+        ["pair", "--user", ""],
+        ["pair", "--user", "  "],
+    ],
+)
+def test_a_bad_port_or_an_empty_user_is_a_usage_error_and_creates_nothing(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = usage_error(argv, capsys)
+    assert line.startswith(f"voicegate {argv[0]}: error: argument --")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_of_a_manifest_that_is_not_there_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refused(["eval", "--manifest", "missing.jsonl"], capsys)
+    assert line == "voicegate eval: no manifest at missing.jsonl"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["receipts", "show"],
+        ["receipts", "list", "/srv/gate.db"],
+        ["receipts", "verify", "rcp_1"],
+    ],
+)
+def test_a_receipt_id_missing_from_show_or_given_to_another_action_is_a_usage_error(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refused(argv, capsys)
+    assert line.startswith("voicegate receipts: error: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", *NOTES, "--token", "a-long-enough-agent-token"],
+        ["pair", "--user", "u"],
+        ["devices", "list"],
+    ],
+)
+def test_a_store_in_a_folder_that_does_not_exist_is_refused_and_no_folder_is_made(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "no" / "such" / "gate.db"
+    line = refused([*argv, "--db", str(db)], capsys)
+    assert line.startswith(f"voicegate {argv[0]}: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("token", ["a", "x" * 15])
+def test_an_agent_token_under_16_characters_is_refused(
+    token: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refused(["serve", *NOTES, "--db", "memory", "--token", token], capsys)
+    assert line.startswith("voicegate serve: --token ")
+    assert "x" * 15 not in line  # the reason, never the token itself
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_short_token_from_the_environment_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "short")
+    line = refused(["serve", *NOTES, "--db", "memory"], capsys)
+    assert line.startswith(f"voicegate serve: {TOKEN_ENV} ")
