@@ -183,6 +183,25 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.BUSY: "The recogniser is busy; retry in a second.",
 }
 
+# The next step of an answer to a yes-or-no question (one card, or the final card), where it
+# differs from the one for a choice among cards: there is no card number to say.
+YES_NO_NEXT_STEP: dict[Reason, str] = {
+    Reason.NOT_UNDERSTOOD: "Say 'yes', 'cancel' or 'more time', or tap.",
+}
+
+# The next step of a spoken answer to a yes-or-no question on a server whose recogniser takes
+# no spoken yes (its calibration's yes threshold is infinite, as for base with Hindi on).
+YES_BY_TAP = (
+    "This server does not take a spoken yes: tap Approve to say yes. You can still say "
+    "'cancel' or 'more time'."
+)
+
+# The next step after the first yes to a high-risk action: nothing has run yet.
+SECOND_YES = (
+    "High risk: nothing has run yet. Read the final card and say yes once more to run it, or "
+    "cancel."
+)
+
 # The next step of a refusal of a request that is not a recording, where it differs from the
 # recording's (the device's JSON routes and the agent's ``/mcp``).
 REQUEST_NEXT_STEP: dict[Reason, str] = {

@@ -33,3 +33,8 @@ def storable(text: str) -> bool:
 def printable(text: str) -> str:
     """``text`` with each control, bidi or other hiding character escaped; lines stay lines."""
     return "\n".join(escape(line) for line in text.split("\n"))
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 problem", "2 problems", "0 problems"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

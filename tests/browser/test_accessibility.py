@@ -252,12 +252,35 @@ def test_f5_a_shortened_card_is_shown_in_full_before_its_approve_counts(
     expand = page.locator(f'[data-pending-id="{long.id}"] button.expand')
     expect(expand).to_have_attribute("aria-expanded", "true")
     expect(text).to_have_text(card.full(LONG.tool, LONG.arguments))
+    # Why nothing ran is shown, not only said: in the result box every answer uses.
+    result = page.locator("#result")
+    expect(result).to_be_visible()
+    expect(result).to_contain_text("All of it is shown now")
     assert server.executed.calls[before:] == []
     approve_button(page, long).click()
     expect_success(page, "write_note 'groceries'")
     assert server.executed.calls[before:] == [("write_note", dict(LONG.arguments))]
     receipt = server.run(server.gate.receipts("asha"))[-1]
     assert receipt.shown_text is not None and "mallory" in receipt.shown_text
+
+
+def test_on_a_server_without_voice_a_voice_device_is_offered_taps_only(
+    page: Any, server: Server
+) -> None:
+    recogniser = server.services.voice
+    server.services.voice = None  # as `voicegate serve --no-voice` runs
+    try:
+        pair(page, server)
+        pending = server.run(server.gate.propose("asha", [NOTES[0]], risk=Risk.LOW))
+        expect(approve_button(page, pending)).to_be_visible()
+        expect(page.locator("#device-line")).to_contain_text("tap only")
+        expect(page.locator("#device-line")).not_to_contain_text("voice)")
+        expect(page.locator(f'[data-pending-id="{pending.id}"] button.speak')).to_have_count(0)
+        expect(page.locator("#speak-help")).to_be_hidden()
+        expect(page.locator("#teach-entry")).to_be_hidden()
+    finally:
+        server.services.voice = recogniser
+    server.run(server.gate.cancel(pending.id, user="asha"))
 
 
 def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: Server) -> None:

@@ -28,3 +28,18 @@ def test_a_folder_is_an_error_not_a_traceback(
 ) -> None:
     assert main(["decide", str(tmp_path), "--cards", "1"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.whisper
+def test_a_recording_refused_before_it_is_heard_names_no_language(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    silent = tmp_path / "silent.wav"
+    sf.write(silent, np.zeros(16_000, dtype=np.float32), 16_000, subtype="PCM_16")
+    assert main(["decide", str(silent), "--cards", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("refuse (silent)")
+    assert "language" not in first

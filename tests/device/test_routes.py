@@ -14,7 +14,7 @@ from voicegate.device import signing
 from voicegate.device.routes import device_router
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import DeviceKind, PendingSet, Risk
-from voicegate.reasons import Reason
+from voicegate.reasons import SECOND_YES, Reason
 from voicegate.services import Services
 
 NOTES = [
@@ -76,13 +76,14 @@ async def test_high_risk_needs_a_second_tap_under_a_new_nonce(
     (first,) = await pending_sets(device)
     chose = await tap(device, first, decision="choose", card=1, input="key")
     assert chose.status_code == 200 and chose.json()["stage"] == "final"
+    assert chose.json()["next_step"] == SECOND_YES  # never an empty step: a second yes is due
     assert executed.calls == []
     (final,) = await pending_sets(device)
     assert final["nonce"] != first["nonce"] and final["chosen"] == 1
     stale = await tap(device, first, decision="confirm")
     assert stale.json()["reason"] == Reason.WRONG_SET and executed.calls == []
     done = await tap(device, final, decision="confirm")
-    assert done.json()["released"] is True
+    assert done.json()["released"] is True and done.json()["next_step"] == ""
     assert executed.calls == [("write_note", {"name": "shopping", "text": "milk"})]
 
 

@@ -10,8 +10,9 @@ from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import PendingSet, Risk, Status
-from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.reasons import NEXT_STEP, YES_BY_TAP, YES_NO_NEXT_STEP, Reason
 from voicegate.services import Services
+from voicegate.voice import calibration
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import FakeTranscriber, Hearing
@@ -249,3 +250,53 @@ async def test_a_voice_refusal_says_which_field_was_wrong(
     assert names in answer["detail"]
     assert pending.nonce not in answer["detail"] and pending.id not in answer["detail"]
     assert executed.calls == []
+
+
+async def test_on_a_server_without_voice_pending_says_so_and_the_voice_route_says_why(
+    device: SigningDevice, services: Services, executed: Executed
+) -> None:
+    services.voice = None  # as `voicegate serve --no-voice` runs
+    pending = await services.gate.propose("asha", NOTES[:1], risk=Risk.LOW)
+    listed = await device.get("/device/pending")
+    assert listed.json()["voice"] is False
+    answer = await speak(device, pending, CLIP.read_bytes())
+    assert answer["reason"] == Reason.LANGUAGE_UNAVAILABLE
+    assert "recogniser" in str(answer["detail"])
+    assert executed.calls == []
+
+
+async def test_with_voice_pending_says_the_server_takes_spoken_answers(
+    device: SigningDevice, services: Services, clock: ManualClock
+) -> None:
+    with_voice(services, clock)
+    assert (await device.get("/device/pending")).json()["voice"] is True
+
+
+async def test_a_spoken_yes_on_a_server_that_takes_none_is_told_to_tap(
+    device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
+) -> None:
+    # base with Hindi on: cards by voice, a yes never (voice/calibration.py).
+    with_voice(services, clock, "Yes.")
+    services.voice.calibration = calibration.of("base")  # type: ignore[union-attr]
+    pending = await services.gate.propose("asha", NOTES[:1], risk=Risk.LOW)
+    answer = await speak(device, pending, CLIP.read_bytes())
+    assert answer["released"] is False and answer["reason"] == Reason.UNCLEAR
+    assert answer["next_step"] == YES_BY_TAP
+    assert executed.calls == []
+
+
+@pytest.mark.parametrize(
+    ("cards", "step"),
+    [
+        (1, YES_NO_NEXT_STEP[Reason.NOT_UNDERSTOOD]),
+        (2, NEXT_STEP[Reason.NOT_UNDERSTOOD]),
+    ],
+)
+async def test_not_understood_asks_a_one_card_set_for_yes_and_a_choice_for_a_number(
+    device: SigningDevice, services: Services, clock: ManualClock, cards: int, step: str
+) -> None:
+    with_voice(services, clock, "Banana.")
+    pending = await services.gate.propose("asha", NOTES[:cards], risk=Risk.LOW)
+    answer = await speak(device, pending, CLIP.read_bytes())
+    assert answer["reason"] == Reason.NOT_UNDERSTOOD
+    assert answer["next_step"] == step

@@ -256,7 +256,7 @@ async def test_a_tap_on_a_device_paired_by_the_cli_releases_the_write_with_a_rec
     )
     status, out, _ = await voicegate("receipts", "verify", "--db", db, env=env)
     assert status == 0, out
-    assert out.splitlines()[-1] == "1 receipts, 0 problems"
+    assert out.splitlines()[-1] == "1 receipt, 0 problems"
 
 
 async def test_generated_token_is_printed_once_and_works(tmp_path: Path) -> None:

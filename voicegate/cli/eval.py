@@ -24,6 +24,7 @@ from voicegate.eval import enrol, outputs, report
 from voicegate.eval.manifest import ManifestError, load
 from voicegate.extras import need
 from voicegate.settings import TOKEN_ENV
+from voicegate.text import counted
 
 DB_ENV = "VOICEGATE_DB"
 
@@ -192,13 +193,14 @@ def run(args: argparse.Namespace) -> int:
     )
     lat = doc["latency_ms"]
     print(
-        f"{doc['cases']} cases, {doc['correct']} correct, {doc['false_releases']} false "
-        f"releases, latency p50 {lat['p50']} ms p95 {lat['p95']} ms"
+        f"{counted(doc['cases'], 'case')}, {doc['correct']} correct, "
+        f"{counted(doc['false_releases'], 'false release')}, "
+        f"latency p50 {lat['p50']} ms p95 {lat['p95']} ms"
     )
     if taught:
         e = doc["enrolment"]
         print(
-            f"{e['takes']} enrolment takes (not cases): {e['taught']} taught, "
+            f"{counted(e['takes'], 'enrolment take')} (not cases): {e['taught']} taught, "
             f"{e['refused']} refused"
         )
     return 1 if doc["false_releases"] else 0

@@ -20,7 +20,7 @@ from voicegate.errors import VoicegateError
 from voicegate.gate import audit
 from voicegate.gate.receipts import ChainProblem, heads_to_dict
 from voicegate.gate.types import to_dict
-from voicegate.text import printable
+from voicegate.text import counted, printable
 
 UNUSABLE = 2
 USAGE = 2  # as argparse exits on a usage error
@@ -100,7 +100,7 @@ def _verify(db: str, user: str | None, expect_head: Path | None) -> int:
         print(f"heads of {found.adopted} users were built from their chains on upgrade")
     for problem in found.problems:
         print(printable(f"{_place(problem)}: {problem.kind}"))
-    print(f"{len(found.receipts)} receipts, {len(found.problems)} problems")
+    print(f"{counted(len(found.receipts), 'receipt')}, {counted(len(found.problems), 'problem')}")
     return 1 if found.problems else 0
 
 

@@ -123,7 +123,9 @@ def run_decide(args: argparse.Namespace) -> int:
         what = (
             d.kind.value + (f" {d.card}" if d.card else "") + (f" ({d.reason})" if d.reason else "")
         )
-        print(f"{what}  heard {list(result.transcripts)}  language {result.language}")
+        # A refusal before the recogniser heard anything has no language to name.
+        language = f"  language {result.language}" if result.language else ""
+        print(f"{what}  heard {list(result.transcripts)}{language}")
         for text, score in result.readings[:5]:
             print(f"  {score:8.2f}  {text}")
         print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))

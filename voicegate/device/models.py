@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voicegate.gate import card
 from voicegate.gate.core import Outcome
-from voicegate.gate.types import Action, Device, PendingSet, Receipt
-from voicegate.reasons import NEXT_STEP, Reason
+from voicegate.gate.types import Action, Device, PendingSet, Receipt, Stage, Status
+from voicegate.reasons import NEXT_STEP, SECOND_YES, YES_NO_NEXT_STEP, Kind, Reason
 from voicegate.text import storable
 
 
@@ -120,6 +120,11 @@ class PendingList(BaseModel):
 
     sets: list[PendingOut]
     server_time: float
+    voice: bool = Field(
+        default=True,
+        description="Whether this server takes spoken answers; false on a --no-voice server, "
+        "where a device offers taps only.",
+    )
 
 
 class TapIn(_In):
@@ -176,7 +181,7 @@ class AnswerOut(BaseModel):
             card_text=text,
             released=outcome.released,
             reason=outcome.reason.value if outcome.reason else None,
-            next_step=NEXT_STEP.get(outcome.reason, "") if outcome.reason else "",
+            next_step=next_step(outcome),
             heard=heard,
             status=pending.status.value,
             stage=pending.stage.value,
@@ -225,6 +230,20 @@ class ReceiptOut(BaseModel):
                 for c in receipt.checks
             ],
         )
+
+
+def next_step(outcome: Outcome) -> str:
+    """What the user can do after ``outcome``: the reason's step (worded for a yes-or-no
+    question where that differs), or, after the first yes to a high-risk action, that a second
+    one is needed; "" once nothing more is asked."""
+    pending = outcome.pending
+    if outcome.reason is None:
+        waiting = pending.status is Status.WAITING and not outcome.released
+        said_yes = outcome.decision.kind in (Kind.CHOOSE, Kind.CONFIRM)
+        return SECOND_YES if waiting and said_yes and pending.stage is Stage.FINAL else ""
+    if pending.stage is Stage.FINAL or len(pending.actions) == 1:
+        return YES_NO_NEXT_STEP.get(outcome.reason) or NEXT_STEP.get(outcome.reason, "")
+    return NEXT_STEP.get(outcome.reason, "")
 
 
 class RefusalOut(BaseModel):

@@ -10,6 +10,7 @@ the full ``AnswerOut``, so the page can show what was heard and what to say inst
 from __future__ import annotations
 
 import hmac
+import math
 import re
 import secrets
 from typing import Any
@@ -47,12 +48,14 @@ from voicegate.gate.types import (
     Stage,
     Status,
 )
-from voicegate.reasons import Kind, Reason
+from voicegate.reasons import YES_BY_TAP, Kind, Reason
 from voicegate.services import Services
 from voicegate.text import storable
 
 _WORD = re.compile(r"[^\W\d_]+")
 _CARD_NUMBERS = frozenset(str(n) for n in range(1, MAX_CARDS + 1))
+# The refusals of an answer the recogniser heard but was not sure enough of.
+_UNSURE = frozenset({Reason.UNCLEAR, Reason.NOT_UNDERSTOOD})
 
 __all__ = ["device_router"]
 
@@ -109,6 +112,7 @@ def device_router(services: Services) -> APIRouter:
         return PendingList(
             sets=[PendingOut.of(p, now=now, max_extensions=gate.max_extensions) for p in sets],
             server_time=now,
+            voice=services.voice is not None,
         )
 
     @router.post("/tap", response_model=AnswerOut, openapi_extra=SIGNED)
@@ -175,7 +179,12 @@ def device_router(services: Services) -> APIRouter:
             fingerprint_id=result.fingerprint_id,
             shown_in_full=shown,
         )
-        return _answer(services, evidence, await gate.answer(evidence), heard=heard)
+        # A yes-or-no question the recogniser is never sure enough of on this server (its
+        # calibration's yes threshold is infinite): saying it again will not help.
+        tap_only = not math.isfinite(pipeline.calibration.need(pending.stage, len(pending.actions)))
+        outcome = await gate.answer(evidence)
+        step = YES_BY_TAP if tap_only and outcome.reason in _UNSURE else None
+        return _answer(services, evidence, outcome, heard=heard, next_step=step)
 
     @router.post("/more-time", response_model=PendingOut, openapi_extra=SIGNED)
     async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
@@ -216,7 +225,12 @@ def _evidence(
 
 
 def _answer(
-    services: Services, evidence: Evidence, outcome: Outcome, *, heard: list[str]
+    services: Services,
+    evidence: Evidence,
+    outcome: Outcome,
+    *,
+    heard: list[str],
+    next_step: str | None = None,
 ) -> JSONResponse:
     now = services.clock()
     _report(services, evidence, outcome)
@@ -225,6 +239,8 @@ def _answer(
         # deadline or cards, which an unknown set does not have).
         return refusal(outcome.reason, now=now)
     body = AnswerOut.of(outcome, now=now, heard=heard)
+    if next_step is not None:
+        body.next_step = next_step
     # A write that ran but failed upstream was still released: that is news, not a refusal.
     status = 200 if outcome.released or outcome.reason is None else status_for(outcome.reason)
     response = JSONResponse(body.model_dump(mode="json"), status_code=status)

@@ -23,7 +23,23 @@ const state = {
   warned: new Set(), // "id:deadline" already announced
   polling: null,
   ticker: null,
+  serverVoice: true, // false once /device/pending says this server takes no spoken answers
 };
+
+// Whether this page offers Speak: a voice device, on a server that has a recogniser.
+function speaks() {
+  return Boolean(session.device) && session.device.kind === "voice" && state.serverVoice;
+}
+
+function showKind() {
+  let kind = speaks() ? "tap and voice" : "tap only";
+  if (session.device.kind === "voice" && !state.serverVoice) {
+    kind = "tap only: this server takes no spoken answers";
+  }
+  $("device-line").textContent = `Answering for ${session.device.user} (${kind}).`;
+  $("speak-help").hidden = !speaks();
+  teachFor(speaks() ? session.device : null);
+}
 
 function nameOf(set) {
   return setLabel(set) + (state.suffix.get(set.id) || "");
@@ -59,9 +75,7 @@ function showCards() {
   $("cards-section").hidden = false;
   $("receipts-box").hidden = false;
   $("forget").hidden = false;
-  const kind = session.device.kind === "voice" ? "tap and voice" : "tap only";
-  $("device-line").textContent = `Answering for ${session.device.user} (${kind}).`;
-  teachFor(session.device);
+  showKind();
   startPolling();
   loadReceipts();
 }
@@ -93,6 +107,11 @@ async function poll() {
         showPairing(body.next_step);
       }
       return;
+    }
+    const serverVoice = body.voice !== false;
+    if (serverVoice !== state.serverVoice) {
+      state.serverVoice = serverVoice;
+      showKind();
     }
     render(body.sets);
   } catch (err) {
@@ -128,7 +147,7 @@ function render(sets) {
       news.push(set);
     }
     state.sets.set(set.id, set);
-    const signature = `${set.stage}:${set.nonce}:${set.chosen}`;
+    const signature = `${set.stage}:${set.nonce}:${set.chosen}:${speaks()}`;
     let article = articleOf(set.id);
     if (!article || article.dataset.signature !== signature) {
       const fresh = buildArticle(set);
@@ -170,7 +189,7 @@ function render(sets) {
 
 function buildArticle(set) {
   const name = nameOf(set);
-  const voice = session.device.kind === "voice";
+  const voice = speaks();
   return buildSet(set, {
     name,
     suffix: state.suffix.get(set.id) || "",
@@ -234,8 +253,13 @@ function approve(pendingId, number, event) {
   if (card.shortened && !expandedOf(pendingId).has(number)) {
     const item = articleOf(pendingId).querySelector(`li[data-card="${number}"]`);
     item.querySelector(".expand").click();
-    say("Part of this card was hidden. All of it is shown now: read it, then press Approve " +
-      "again if it is right.");
+    // Shown where every answer's result is, so it is seen as well as heard (#result is a
+    // polite live region itself, so it is not also said through #announce).
+    const box = showResult([el("p", { class: "next-step" },
+      "Part of this card was hidden. All of it is shown now: read it, then press Approve " +
+      "again if it is right.")]);
+    box.dataset.reason = "";
+    box.dataset.released = "false";
     return;
   }
   if (set.stage === "final") tapAnswer(pendingId, "confirm", null, event);
