@@ -12,6 +12,7 @@ from tests.device.kit import Executed, SigningDevice, paired_device
 from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
+from voicegate.gate.checks import CHECK_NAMES
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.reasons import SECOND_YES, Reason
@@ -67,6 +68,12 @@ async def test_tap_choose_second_runs_the_second_action_once(
     assert len(executed.calls) == 1
     receipts = (await device.get("/device/receipts")).json()
     assert receipts[0]["input"] == "switch" and receipts[0]["device_id"] == device.id
+    # A device answer passes ten named checks (README, "How a yes is made"); the eleventh name,
+    # approval_consumed_once, belongs to approvals outside the card flow (token mode).
+    (receipt,) = await services.gate.receipts("asha")
+    names = [c.name for c in receipt.checks]
+    assert names == [n for n in CHECK_NAMES if n != "approval_consumed_once"]
+    assert len(names) == 10 and all(c.passed for c in receipt.checks)
 
 
 async def test_high_risk_needs_a_second_tap_under_a_new_nonce(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import secrets
@@ -66,6 +67,7 @@ class Served:
 
     base: str
     banner: list[str]
+    log: asyncio.StreamReader  # the server's stderr: its JSON log lines
 
 
 async def voicegate(*words: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -125,7 +127,7 @@ async def voicegate_serve(
                 error = await proc.stderr.read()
                 raise AssertionError(f"voicegate serve ended early: {error.decode()}")
             banner.append(line.decode().rstrip())
-        yield Served(f"http://127.0.0.1:{port}" if port else "", banner)
+        yield Served(f"http://127.0.0.1:{port}" if port else "", banner, proc.stderr)
     finally:
         if proc.returncode is None:
             proc.terminate()
@@ -279,6 +281,17 @@ async def test_on_port_0_the_banner_names_the_port_the_system_chose(tmp_path: Pa
         async with httpx.AsyncClient() as http:
             health = await http.get(f"http://127.0.0.1:{port}/healthz")
         assert health.status_code == 200
+
+
+async def test_serve_logs_which_tools_pass_straight_through_and_why(tmp_path: Path) -> None:
+    # The notes server annotates list_notes readOnlyHint: true; stats is named with --reads.
+    flags = [*NOTES, "--token", TOKEN, "--reads", "stats"]
+    async with voicegate_serve(tmp_path, *flags) as served:
+        line = (await asyncio.wait_for(served.log.readline(), timeout=30)).decode()
+    message = json.loads(line)["message"]
+    assert message.startswith("reads passed straight through without a yes: ")
+    assert "list_notes (readOnlyHint)" in message and "stats (--reads)" in message
+    assert "write_note" not in message
 
 
 async def test_a_busy_port_is_one_line_before_any_upstream_is_started(tmp_path: Path) -> None:

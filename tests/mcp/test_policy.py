@@ -13,6 +13,8 @@ from voicegate.mcp.policy import (
     check_collisions,
     parse_modes,
     parse_pairs,
+    read_reasons,
+    reads_line,
     split_globs,
 )
 from voicegate.mcp.tool_list import OWN_TOOL_LIST
@@ -79,3 +81,23 @@ def test_an_upstream_tool_named_like_a_gate_tool_is_refused(name: str) -> None:
 
 def test_every_tool_the_gate_lists_as_its_own_is_guarded_against_shadowing() -> None:
     assert {t.name for t in OWN_TOOL_LIST} == OWN_TOOLS
+
+
+HINTS = {"list_notes": True, "search": None, "write_note": False, "peek": True}
+
+
+def test_reads_are_named_with_why_they_pass_straight_through() -> None:
+    reasons = read_reasons(Policy(reads=("search",)), HINTS)
+    assert reasons == {"list_notes": "readOnlyHint", "peek": "readOnlyHint", "search": "--reads"}
+
+
+def test_strict_passes_only_the_reads_the_operator_named() -> None:
+    assert read_reasons(Policy(strict=True, reads=("search",)), HINTS) == {"search": "--reads"}
+    assert "readOnlyHint" not in reads_line(Policy(strict=True, reads=("search",)), HINTS)
+
+
+def test_the_reads_line_names_every_read_and_the_reason_for_it() -> None:
+    line = reads_line(Policy(writes=("peek",)), HINTS)
+    assert "list_notes (readOnlyHint)" in line and "peek" not in line
+    assert "--strict" in line  # a claim of the upstream's own is said to be one
+    assert "none" in reads_line(Policy(strict=True), HINTS)

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult, Tool
 
 from voicegate.errors import ConfigError, Refused, VoicegateError
 from voicegate.mcp import input_schema
-from voicegate.mcp.policy import OWN_TOOLS, Classification, Policy, check_collisions
+from voicegate.mcp.policy import OWN_TOOLS, Classification, Policy, check_collisions, reads_line
 from voicegate.mcp.upstream import UpstreamPool
 from voicegate.reasons import Reason
 
@@ -89,6 +89,10 @@ class Catalog:
     def is_write(self, name: str) -> bool:
         """Whether ``name`` is a write (the gate core releases only writes)."""
         return self.classify(name).write
+
+    def reads_line(self) -> str:
+        """Which listed tools pass straight through as reads, and why, in one line."""
+        return reads_line(self.policy, self._hints)
 
     def is_read(self, name: str) -> bool:
         """Whether a call of ``name`` goes straight to the upstream: a read, not the gate's own."""

@@ -127,3 +127,27 @@ def check_collisions(upstream_tools: Iterable[str], own: Iterable[str] = OWN_TOO
 def classify_all(policy: Policy, hints: Mapping[str, bool | None]) -> dict[str, Classification]:
     """Classify every tool in ``hints`` (tool name -> its upstream ``readOnlyHint``)."""
     return {name: policy.classify(name, read_only_hint=hint) for name, hint in hints.items()}
+
+
+def read_reasons(policy: Policy, hints: Mapping[str, bool | None]) -> dict[str, str]:
+    """Each tool of ``hints`` that passes straight through as a read, and why: ``--reads`` (the
+    operator named it) or ``readOnlyHint`` (the upstream's own claim, believed without
+    ``strict``)."""
+    reasons = {}
+    for tool, hint in sorted(hints.items()):
+        if policy.classify(tool, read_only_hint=hint).write:
+            continue
+        reasons[tool] = "--reads" if _matches(tool, policy.reads) else "readOnlyHint"
+    return reasons
+
+
+def reads_line(policy: Policy, hints: Mapping[str, bool | None]) -> str:
+    """One line for the operator: which upstream tools run without a yes, and why."""
+    reasons = read_reasons(policy, hints)
+    if not reasons:
+        return "reads passed straight through: none; every upstream tool waits for a yes"
+    named = ", ".join(f"{tool} ({why})" for tool, why in reasons.items())
+    line = f"reads passed straight through without a yes: {named}"
+    if "readOnlyHint" in reasons.values():
+        line += "; readOnlyHint is the upstream's own claim, which --strict ignores"
+    return line

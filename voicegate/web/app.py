@@ -150,6 +150,8 @@ def build_app(
         async with pool:
             try:
                 await catalog.start()
+                # Said once, so the operator sees which tools run without any yes, and why.
+                logger.info("%s", catalog.reads_line())
             except UpstreamError as exc:
                 # Not fatal: the pool reconnects on first use; the collision check runs then.
                 logger.warning("upstream not reachable at start: %s", exc.detail)
