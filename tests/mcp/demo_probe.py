@@ -53,6 +53,8 @@ def main() -> int:
             line = proc.stdout.readline()
             if not line:
                 break
+            if line.startswith("{"):
+                continue  # a JSON log record on stderr (such as the reads line), not the banner
             lines.append(line.rstrip())
         banner = "\n".join(lines)
         base = re.search(r"Approve page:\s+(http://\S+)/approve", banner)

@@ -39,7 +39,10 @@ def test_demo_starts_offline_with_no_flags_and_voice_on(tmp_path):
     assert re.search(rf"Approve page:\s+{re.escape(endpoint.group(1))}/approve$", banner, re.M)
     assert "Pairing code:" in report["banner"]
     assert "Voice:              on" in report["banner"]
-    # the pair command names the demo's own temporary store, so its code works there
-    assert re.search(r"Another device:\s+voicegate pair --user \S+ --db \S+demo\.db$", banner, re.M)
+    # the pair command names the demo's own temporary store and address, so its code works there
+    pair = (
+        rf"Another device:\s+voicegate pair --user \S+ --db \S+demo\.db --url {endpoint.group(1)}$"
+    )
+    assert re.search(pair, banner, re.M), banner
     assert report["health"]["status"] == "ok"
     assert report["approve"] == 200
