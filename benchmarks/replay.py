@@ -53,6 +53,23 @@ def noisy(x: Floats, snr_db: float, rng: np.random.Generator) -> Floats:
     return x + n
 
 
+def pink(x: Floats, snr_db: float, rng: np.random.Generator) -> Floats:
+    """Pink noise at ``snr_db`` below the speech (samples above 2 % of the peak), as the
+    adversarial corpus adds it (fixtures/audio/corpus/sound.py)."""
+    spectrum = np.fft.rfft(rng.standard_normal(len(x)))
+    spectrum /= np.sqrt(np.maximum(np.arange(len(spectrum)), 1))
+    n = np.fft.irfft(spectrum, len(x))
+    speech = x[np.abs(x) > 0.02 * float(np.abs(x).max())]
+    level = float(np.sqrt(np.mean(speech**2))) if speech.size else 0.01
+    return x + n / float(np.sqrt(np.mean(n**2))) * level / 10 ** (snr_db / 20)
+
+
+def opus_8k(x: Floats) -> Floats:
+    """A round trip through Opus at 8 kbit/s in OGG, as the adversarial corpus makes it."""
+    out = ffmpeg(wav(x), "-c:a", "libopus", "-b:a", "8k", "-f", "ogg")
+    return decode(out).samples.astype(np.float64)
+
+
 def trim(x: Floats, share: float) -> Floats:
     cut = int(len(x) * share / 2)
     return x[cut : len(x) - cut]
@@ -77,6 +94,9 @@ TRANSFORMS: dict[str, Transform] = {
     ),
     "opus 16 kbit/s (WebM upload)": lambda x, r: ffmpeg(
         wav(x), "-c:a", "libopus", "-b:a", "16k", "-f", "webm"
+    ),
+    "opus 8 kbit/s, then pink noise 20 dB SNR": lambda x, r: wav(
+        pink(opus_8k(x), 20, r), subtype="FLOAT"
     ),
     "resample +5 % (a speed change)": lambda x, r: wav(resample_poly(x, 20, 21)),
     "resample -5 % (a speed change)": lambda x, r: wav(resample_poly(x, 21, 20)),

@@ -2,14 +2,17 @@
 
     .venv/bin/python benchmarks/replay_rate.py negatives --speakers jackson,theo   # fit
     .venv/bin/python benchmarks/replay_rate.py negatives --speakers nicolas,yweweler   # report
+    .venv/bin/python benchmarks/replay_rate.py negatives --every 4 --offset 1   # a quarter
     .venv/bin/python benchmarks/replay_rate.py replays --speakers nicolas,yweweler [--step 5]
     .venv/bin/python benchmarks/replay_rate.py timing
 
 ``negatives`` scores every pair of distinct takes of the same digit by the same speaker (all
 1,225 pairs of each speaker's 50 takes of each digit), the later take as the upload and the
 earlier as the stored one, with both stages of the guard: a pair is a false flag when either
-stage reaches its threshold. The second stage scores every pair here, although the guard gives
-it only the ``rescaled.CANDIDATES`` best of a shortlist: the count is an upper bound.
+stage reaches its threshold (the rate stage: its mean correlation or its near-exact share).
+The second stage scores every pair here, although the guard gives it only the
+``rescaled.CANDIDATES`` best of a shortlist: the count is an upper bound. ``--every N --offset K``
+scores only the pairs whose index is K modulo N (a pair costs about 60 ms).
 
 ``replays`` runs each sox change on a clip's file, sends the result through the real intake
 (``decode``) and checks it against its speaker's library of 500 takes, the original among them.
@@ -38,6 +41,7 @@ from voicegate.errors import AudioRefused
 from voicegate.voice import rescaled
 from voicegate.voice.audio import decode
 from voicegate.voice.fingerprint import THRESHOLD, Library, load, similarity
+from voicegate.voice.rescaled import CLOSE_THRESHOLD
 
 # sox's pitch takes cents: a 4 % change is 1200 * log2(1.04) = 67.9 cents.
 CHANGES: dict[str, list[str]] = {
@@ -53,6 +57,7 @@ CHANGES: dict[str, list[str]] = {
     "tempo 0.92": ["tempo", "0.92"],
 }
 RATE_THRESHOLDS = (0.93, 0.94, 0.95, 0.96, 0.97)
+CLOSE_THRESHOLDS = (0.65, 0.68, 0.70, 0.72, 0.75)  # the mean's threshold at its default
 
 
 def sox(path: Path, effect: list[str]) -> bytes:
@@ -63,7 +68,7 @@ def sox(path: Path, effect: list[str]) -> bytes:
         return out.read_bytes()
 
 
-def negatives(corpus: Path, speakers: list[str]) -> None:
+def negatives(corpus: Path, speakers: list[str], every: int = 1, offset: int = 0) -> None:
     """False flags of both stages over every same-speaker, same-digit pair of distinct takes."""
     groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for f in sorted(corpus.glob("*.wav"), key=lambda p: p.stem):
@@ -76,34 +81,46 @@ def negatives(corpus: Path, speakers: list[str]) -> None:
         for k in keys
     }
     prepared = {k: rescaled.prepare(p.wave) for k, p in prints.items()}
+    pairs = [
+        (upload, stored)
+        for keys in groups.values()
+        for i, stored in enumerate(sorted(keys, key=lambda k: int(k.split("_")[2])))
+        for upload in sorted(keys, key=lambda k: int(k.split("_")[2]))[i + 1 :]
+    ][offset::every]
     exact: list[float] = []
-    rate: list[float] = []
-    worst: list[tuple[float, str, str]] = []
+    mean: list[float] = []
+    close: list[float] = []
     started = time.perf_counter()
-    for keys in groups.values():
-        keys = sorted(keys, key=lambda k: int(k.split("_")[2]))
-        for i, stored in enumerate(keys):
-            for upload in keys[i + 1 :]:
-                exact.append(similarity(prints[upload], prints[stored]))
-                rate.append(rescaled.score(prints[upload].wave, prepared[stored]))
-                worst.append((rate[-1], upload, stored))
+    for upload, stored in pairs:
+        exact.append(similarity(prints[upload], prints[stored]))
+        found = rescaled.score(prints[upload].wave, prepared[stored])
+        mean.append(found.mean)
+        close.append(found.close)
     seconds = time.perf_counter() - started
-    e, r = np.array(exact), np.array(rate)
+    e, r, c = np.array(exact), np.array(mean), np.array(close)
     n = len(e)
-    print(f"# speakers {', '.join(speakers)}: {n} pairs of distinct takes, same speaker and digit")
-    print(f"exact stage at {THRESHOLD}: {int(np.sum(e >= THRESHOLD))} flagged")
     print(
-        "rate stage percentiles 50/99/99.9/max: "
-        + " / ".join(f"{v:.3f}" for v in np.percentile(r, [50, 99, 99.9, 100]))
+        f"# speakers {', '.join(speakers)}: {n} pairs of distinct takes, same speaker and digit"
+        + (f" (every {every}th from {offset})" if every > 1 else "")
     )
-    print("\n| rate threshold | rate stage flags | either stage (false flags) |")
-    print("| --- | --- | --- |")
-    for t in RATE_THRESHOLDS:
-        both = int(np.sum((e >= THRESHOLD) | (r >= t)))
-        print(f"| {t} | {int(np.sum(r >= t))} | {both} ({100 * both / n:.3f} %) |")
+    print(f"exact stage at {THRESHOLD}: {int(np.sum(e >= THRESHOLD))} flagged")
+    for name, v in (("rate stage mean", r), ("rate stage near-exact share", c)):
+        print(
+            f"{name} percentiles 50/99/99.9/max: "
+            + " / ".join(f"{x:.3f}" for x in np.percentile(v, [50, 99, 99.9, 100]))
+        )
+    print("\n| mean threshold | share threshold | rate stage flags | either stage (false flags) |")
+    print("| --- | --- | --- | --- |")
+    mean_only: list[tuple[float, float | None]] = [(t, None) for t in RATE_THRESHOLDS]
+    rows = mean_only + [(rescaled.THRESHOLD, t) for t in CLOSE_THRESHOLDS]
+    for t, k in rows:
+        rate = (r >= t) | (c >= k) if k is not None else r >= t
+        both = int(np.sum((e >= THRESHOLD) | rate))
+        print(f"| {t} | {k or '-'} | {int(np.sum(rate))} | {both} ({100 * both / n:.3f} %) |")
+    worst = sorted(zip(c, r, pairs, strict=True), reverse=True)[:5]
     print(
-        "\nhighest rate-stage pairs: "
-        + ", ".join(f"{u}/{s} {v:.3f}" for v, u, s in sorted(worst, reverse=True)[:5])
+        "\nhighest near-exact shares: "
+        + ", ".join(f"{u}/{s} {k:.3f} (mean {m:.3f})" for k, m, (u, s) in worst)
     )
     print(f"\n{1000 * seconds / n:.1f} ms a pair; {datetime.date.today()}, {machine()}")
 
@@ -119,28 +136,33 @@ def replays(corpus: Path, speakers: list[str], step: int, only: str = "") -> Non
     chosen = [f for f in files if f.stem.split("_")[1] in speakers][::step]
     print(f"# {len(chosen)} clips of {', '.join(speakers)}, each against its speaker's library")
     print(f"exact threshold {THRESHOLD}; refused as reused at each rate threshold:\n")
-    print("| change | exact stage | " + " | ".join(f"rate {t}" for t in RATE_THRESHOLDS) + " |")
-    print("| --- | --- | " + " | ".join("---" for _ in RATE_THRESHOLDS) + " |")
+    rules: list[tuple[float, float | None]] = [(t, None) for t in RATE_THRESHOLDS]
+    rules.append((rescaled.THRESHOLD, CLOSE_THRESHOLD))
+    names = [f"mean {t}" if k is None else f"mean {t} or share {k}" for t, k in rules]
+    print("| change | exact stage | " + " | ".join(names) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in rules) + " |")
     for name, effect in CHANGES.items():
         if only not in name:
             continue
         exact = 0
-        best: list[float] = []
+        found: list[list[rescaled.Score]] = []
         for f in chosen:
             try:
                 query = load(features_of(decode(sox(f, effect)).samples))
             except AudioRefused:
-                best.append(0.0)  # never happens on this corpus; counted against the guard
+                found.append([])  # never happens on this corpus; counted against the guard
                 continue
             library = libraries[f.stem.split("_")[1]]
             if library.match(query, rate_threshold=None) is not None:
                 exact += 1
-                best.append(1.0)
+                found.append([rescaled.Score(1.0, 1.0)])
                 continue
-            scores = [s for _, s in library.rate_scores(query, library.shortlist(query))]
-            best.append(max(scores, default=0.0))
+            found.append([s for _, s in library.rate_scores(query, library.shortlist(query))])
         n = len(chosen)
-        rates = " | ".join(f"{100 * sum(b >= t for b in best) / n:.1f} %" for t in RATE_THRESHOLDS)
+        rates = " | ".join(
+            f"{100 * sum(any(s.reaches(t, k) for s in f) for f in found) / n:.1f} %"
+            for t, k in rules
+        )
         print(f"| {name} | {exact} of {n} | {rates} |", flush=True)
     print(f"\n{datetime.date.today()}, {machine()}")
 
@@ -174,10 +196,12 @@ def main() -> int:
     parser.add_argument("--speakers", default="nicolas,yweweler")
     parser.add_argument("--step", type=int, default=5, help="every n-th clip for replays")
     parser.add_argument("--only", default="", help="replays: only the changes naming this")
+    parser.add_argument("--every", type=int, default=1, help="negatives: every n-th pair")
+    parser.add_argument("--offset", type=int, default=0, help="negatives: the first pair")
     args = parser.parse_args()
     speakers = args.speakers.split(",")
     if args.part == "negatives":
-        negatives(args.corpus, speakers)
+        negatives(args.corpus, speakers, args.every, args.offset)
     elif args.part == "replays":
         replays(args.corpus, speakers, args.step, args.only)
     else:

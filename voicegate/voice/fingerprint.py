@@ -15,7 +15,8 @@ A speed, pitch or tempo change breaks the sample-for-sample match, so when the e
 finds nothing, the shortlist is ranked again for a rate change (``rescaled.rank_envelopes``:
 envelopes at five time scales, the best 16; ``rescaled.rank``: the query's loudest windows at
 nine scales, the best 4), and those 4 are scored by ``voicegate.voice.rescaled`` (time-scaled
-versions of the query against each, window by window).
+versions of the query against each, window by window: the mean correlation and the share of
+near-exact windows on the best path, either at its threshold a reuse).
 
 What this cannot catch (a recording played through a loudspeaker into the microphone, a change
 of more than about 8 %, a new synthetic voice) is covered elsewhere: see docs/voice.md,
@@ -202,9 +203,11 @@ class Library:
         query: Print,
         threshold: float = THRESHOLD,
         rate_threshold: float | None = rescaled.THRESHOLD,
+        close_threshold: float | None = rescaled.CLOSE_THRESHOLD,
     ) -> tuple[str, float, str] | None:
         """The stored recording this one replays, its score and the stage (``exact``,
-        ``rate``) that found it, or None. ``rate_threshold=None`` skips the rate stage."""
+        ``rate``) that found it, or None. ``rate_threshold=None`` skips the rate stage;
+        ``close_threshold=None`` judges it by the mean correlation alone."""
         if query.digest in self._digests:
             return self._digests[query.digest], 1.0, "exact"
         candidates = self.shortlist(query)
@@ -217,11 +220,13 @@ class Library:
         if rate_threshold is None:
             return None
         for index, found in self.rate_scores(query, candidates):
-            if found >= rate_threshold:
-                return self.ids[index], found, "rate"
+            if found.reaches(rate_threshold, close_threshold):
+                return self.ids[index], found.mean, "rate"
         return None
 
-    def rate_scores(self, query: Print, candidates: list[int]) -> Iterator[tuple[int, float]]:
+    def rate_scores(
+        self, query: Print, candidates: list[int]
+    ) -> Iterator[tuple[int, rescaled.Score]]:
         """The rate stage's scores of the best-ranked of ``candidates``, best-ranked first."""
         envelopes = [self.prints[i].envelope for i in candidates]
         near = [
@@ -288,12 +293,14 @@ class ReplayGuard:
         retention: float = 30 * 24 * 3600.0,  # 30 days, in seconds
         threshold: float = THRESHOLD,
         rate_threshold: float | None = rescaled.THRESHOLD,
+        close_threshold: float | None = rescaled.CLOSE_THRESHOLD,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.retention = retention
         self.threshold = threshold
         self.rate_threshold = rate_threshold
+        self.close_threshold = close_threshold
         self.clock = clock
         self._users: dict[str, _UserCache] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -310,7 +317,11 @@ class ReplayGuard:
         async with lock:
             cache = await self._refresh(user)
             found = await asyncio.to_thread(
-                cache.library.match, query, self.threshold, self.rate_threshold
+                cache.library.match,
+                query,
+                self.threshold,
+                self.rate_threshold,
+                self.close_threshold,
             )
             if found is not None:
                 raise AudioRefused(Reason.AUDIO_REUSED)
