@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import calibrate  # the hearing cache format and the server's hypothesis code
-import enrol  # template rows and the fused tables
+import enrol  # template rows
+import fusion  # the fused tables
 import numpy as np
 import numpy.typing as npt
 
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import Decision, Stage
-from voicegate.voice import audio, calibration, consent, decision, templates
+from voicegate.gate.types import Stage
+from voicegate.voice import audio, calibration, consent, templates
 from voicegate.voice.pipeline import LEXICONS, SPOKEN
 from voicegate.voice.transcribe import Hearing, Utterance
 
@@ -249,13 +250,13 @@ def measure(args: argparse.Namespace) -> int:
         print(f"{len(missing)} clips not made (run make first), e.g. {missing[0]}", file=sys.stderr)
         return 2
     each = hear(args, names, decided)
-    need = calibration.of(args.model).fused
+    weights = calibration.of(args.model).fusion
     report: dict[str, object] = {
         "model": args.model,
         "speakers": list(speakers),
         "decided_takes": [decided_takes.start, decided_takes.stop - 1],
         "enrolment_takes": [0, args.enrol_takes - 1],
-        "fused_threshold": need,
+        "fusion_weights": weights,
         "machine": platform.processor() or platform.machine(),
         "seconds_per_hearing": each if math.isfinite(each) else None,
     }
@@ -281,8 +282,8 @@ def measure(args: argparse.Namespace) -> int:
                                 out / f"hear-{name}.jsonl")  # fmt: skip
         cells: list[str] = []
         block: dict[str, object] = {}
-        for label, threshold in (("no enrolment", None), ("enrolled", need)):
-            decided_rows = outcomes(rows, threshold)
+        for label, fitted in (("no enrolment", None), ("enrolled", weights)):
+            decided_rows = outcomes(rows, fitted)
             total = Counter(o for _, o, _ in decided_rows)
             positives = total["right"] + total["wrong"] + total["refused"]
             negatives = total["released"] + total["held"]
@@ -311,14 +312,14 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-Row = tuple[enrol.Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]
+Row = enrol.Row
 
 
-def outcomes(rows: list[Row], need: float | None) -> list[tuple[enrol.Take, str, str]]:
-    """Each take's outcome and deciding rule: the recogniser alone (``need`` None) or fused."""
+def outcomes(rows: list[Row], weights: fusion.Weights | None) -> list[tuple[enrol.Take, str, str]]:
+    """Each take's outcome and deciding rule: the recogniser alone (``weights`` None) or fused."""
     out = []
     for row in rows:
-        _, rules = enrol.fused_table([row], need, hard=False)
+        _, rules = fusion.table([row], weights)
         ((rule, outcome),) = rules
         out.append((row[0], outcome, rule))
     return out

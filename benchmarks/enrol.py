@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +51,10 @@ class Take:
     digit: int
     take: int
     features: templates.Matrix
+
+
+# One decided take: the take, the transcript's reading, the hypotheses, the verdict, the match.
+Row = tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]
 
 
 def load(speakers: tuple[str, ...] | None = None) -> list[Take]:
@@ -201,7 +205,7 @@ def run_templates(args: argparse.Namespace) -> int:
 def fused_rows(
     near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
     cache: Path,
-) -> list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]]:
+) -> list[Row]:
     """Per decided take that the recogniser heard: transcript, hypotheses, verdict, match."""
     import calibrate  # the cached hearings and the server's own hypothesis code
 
@@ -230,54 +234,11 @@ def fused_rows(
 wanted_cards = tuple(card(k) for k in range(1, CARDS + 1))
 
 
-def fused_table(
-    rows: list[tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]],
-    need: float | None,
-    hard: bool,
-) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
-    """Outcome counts per speaker (``need`` None: the recogniser alone), and per rule."""
-    cal = replace(calibration.of("tiny.en"), fused=need if need is not None else float("inf"))
-    table: dict[str, Counter[str]] = {}
-    rules: Counter[tuple[str, str]] = Counter()
-    for t, said, hyps, v, m in rows:
-        if need is not None:
-            taught = decision.Taught(
-                m.nearest, m.meaning is not None, hard, m.closest, frozenset(wanted_cards)
-            )
-            v = decision.fuse(v, hyps, said, taught, Stage.CHOOSE, cal, CARDS)
-        o = outcome(t.digit, v.decision)
-        table.setdefault(t.speaker, Counter())[o] += 1
-        rules[(v.rule, o)] += 1
-    return table, rules
-
-
 def run_fused(args: argparse.Namespace) -> int:
-    """Fit ``Calibration.fused`` on the calibration split; report every speaker, both ways."""
-    takes = load()
-    rows = fused_rows(nearest_table(takes, args.takes), Path(args.cache))
-    print(f"{len(rows)} decided takes heard by the recogniser", file=sys.stderr)
-    grid = [round(0.01 * i, 2) for i in range(1, 100)]
-    fitted = float("inf")
-    for need in grid:
-        table, _ = fused_table(rows, need, hard=False)
-        cal = sum((table[s] for s in table if s in CALIBRATION), Counter())
-        if cal["wrong"] == 0 and cal["released"] == 0:
-            fitted = need
-            break
-    print(f"fitted fused threshold on {CALIBRATION}: {fitted}")
-    report: dict[str, object] = {"fitted": fitted}
-    for title, need, hard in (
-        ("recogniser alone (no enrolment)", None, False),
-        (f"fused, {args.takes} takes enrolled, threshold {fitted}", fitted, False),
-        (f"fused, hard for recognisers, threshold {fitted}", fitted, True),
-    ):
-        table, rules = fused_table(rows, need, hard)
-        print_table(title, table)
-        print("rules:", dict(sorted(rules.items())))
-        report[title] = {k: dict(v) for k, v in table.items()}
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
-    return 0
+    """The fused probability's weights and threshold, fitted and reported (benchmarks/fusion.py)."""
+    import fusion
+
+    return fusion.run(args)
 
 
 def run_time(args: argparse.Namespace) -> int:

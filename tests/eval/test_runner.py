@@ -193,19 +193,23 @@ def enrolment_manifest(tmp_path: Path) -> list[Case]:
 
 def unsure(store: Any) -> Any:
     """The real pipeline and replay guard over the app's store. The recogniser cannot read the
-    answer: its free transcript takes most of the mass, card two gets 0.13, under the 0.9 it
-    needs alone and over the 0.1 it needs when the user's templates agree."""
+    answer surely: it hears "Two." with half the probability, under the 0.9 it needs alone. The
+    fusion adds three times the log of the templates' margin, so templates that point clearly
+    to two lift it over 0.9."""
     from voicegate.voice.decision import Calibration
     from voicegate.voice.enrolment import StoreEnrolments
     from voicegate.voice.fingerprint import ReplayGuard
     from voicegate.voice.pipeline import VoicePipeline
-    from voicegate.voice.transcribe import FakeTranscriber, Hearing
+    from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing
 
     scores = (("two", -2.0), ("three", -2.6), ("one", -2.8), ("cancel", -9.0))
+    said = (Heard("Two.", "en", -2.0, "two"),)
     return VoicePipeline(
-        FakeTranscriber([Hearing("Tuwo", "en", 0.1, -0.3, scores)] * 4),
+        FakeTranscriber([Hearing("Two.", "en", 0.1, -0.3, scores, said)] * 4),
         ReplayGuard(store.fingerprints),
-        calibrated=Calibration(card=0.9, yes=0.9, support=1, source="test", fused=0.1),
+        calibrated=Calibration(
+            card=0.9, yes=0.9, support=1, source="test", fusion=(0.0, 1.0, 3.0, 0.0)
+        ),
         enrolments=StoreEnrolments(store.templates),
     )
 

@@ -21,7 +21,10 @@ from voicegate.voice.decision import (
     Taught,
     decide,
     fuse,
+    fused_probability,
+    fusion_evidence,
     posteriors,
+    question,
 )
 
 TWO = Decision(Kind.CHOOSE, card=2)
@@ -191,7 +194,17 @@ def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
 
 
 # Personal answers: the verdict combined with the user's templates.
-FUSING = Calibration(card=0.8, yes=0.9, support=1, source="test", fused=0.3, alone=0.0)
+# Weights of the fused probability for these tests: the recogniser's log-odds count once, and
+# a nearest meaning twice as close as the next (log 2 = 0.69) adds 0.69 * 2.
+WEIGHTS = (0.0, 1.0, 2.0, 1.0)
+FUSING = Calibration(card=0.8, yes=0.9, support=1, source="test", fusion=WEIGHTS, alone=0.0)
+
+
+def near(meaning: Decision | None, clear: bool, hard: bool = False, **more: object) -> Taught:
+    """Templates whose nearest meaning is ``meaning``, twice as close as any other and at its
+    radius, unless ``more`` says otherwise."""
+    fields: dict[str, object] = {"distance": 1.0, "runner_up": 2.0, "radius": 1.0} | more
+    return Taught(meaning, clear, hard, **fields)  # type: ignore[arg-type]
 
 
 def fused(
@@ -212,33 +225,41 @@ def test_without_templates_the_verdict_stands() -> None:
 
 
 def test_templates_that_agree_release_what_the_recogniser_alone_found_too_unsure() -> None:
+    # "Two." is heard, but with 0.39 of the probability: under the 0.8 the card needs.
+    hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -1.2), free("Tu", UNREAD, -1.3, 1)]
+    assert fused(hyps, TWO, None) == UNCLEAR
+    # Templates four times nearer two than anything else: log-odds -0.44 + 2 log 4 = 2.33.
+    assert fused(hyps, TWO, near(TWO, clear=False, runner_up=4.0)) == TWO
+    assert fused(hyps, TWO, near(TWO, clear=False)) == UNCLEAR  # 2 log 2 is not enough
+
+
+def test_templates_never_release_what_no_transcript_says() -> None:
     hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -2.0)]
-    assert fused(hyps, UNREAD, None) == refuse(Reason.NOT_UNDERSTOOD)
-    assert fused(hyps, UNREAD, Taught(TWO, clear=False)) == TWO
+    assert not fused(hyps, UNREAD, near(TWO, clear=False, runner_up=100.0)).releases
 
 
 def test_templates_that_contradict_a_release_refuse_it() -> None:
     hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
     assert fused(hyps, TWO, None) == TWO
-    assert fused(hyps, TWO, Taught(THREE, clear=True, hard=True)) == UNCLEAR
+    assert fused(hyps, TWO, near(THREE, clear=True, hard=True)) == UNCLEAR
 
 
 def test_a_transcript_that_reads_as_another_answer_is_not_overruled_by_templates() -> None:
     hyps = [reading("two", TWO, -3.0), reading("three", THREE, -0.2), free("Three.", THREE, -4.0)]
-    assert fused(hyps, THREE, Taught(TWO, clear=True, hard=True)) == UNCLEAR
+    assert fused(hyps, THREE, near(TWO, clear=True, hard=True)) == UNCLEAR
 
 
 def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> None:
     hyps = [reading("two", TWO, -9.0), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
-    assert fused(hyps, UNREAD, Taught(TWO, clear=True)) == UNREAD
-    assert fused(hyps, UNREAD, Taught(TWO, clear=False, hard=True)) == UNREAD
-    assert fused(hyps, UNREAD, Taught(TWO, clear=True, hard=True)) == TWO
+    assert fused(hyps, UNREAD, near(TWO, clear=True)) == UNREAD
+    assert fused(hyps, UNREAD, near(TWO, clear=False, hard=True)) == UNREAD
+    assert fused(hyps, UNREAD, near(TWO, clear=True, hard=True)) == TWO
 
 
 def test_a_clear_match_of_a_hard_user_decides_nothing_alone_where_the_model_keeps_it_shut() -> None:
     hyps = [reading("two", TWO, -9.0), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
     shut = replace(FUSING, alone=math.inf)
-    taught = Taught(TWO, clear=True, hard=True)
+    taught = near(TWO, clear=True, hard=True)
     verdict = decide(hyps, UNREAD, Stage.CHOOSE, shut, 3)
     assert not fuse(verdict, hyps, UNREAD, taught, Stage.CHOOSE, shut, 3).decision.releases
 
@@ -246,12 +267,12 @@ def test_a_clear_match_of_a_hard_user_decides_nothing_alone_where_the_model_keep
 def test_a_taught_card_that_is_not_open_is_no_answer() -> None:
     hyps = [reading("two", TWO, -9.0), free("Mhm", UNREAD, -0.5)]
     five = Decision(Kind.CHOOSE, card=5)
-    assert not fused(hyps, UNREAD, Taught(five, clear=True, hard=True)).releases
+    assert not fused(hyps, UNREAD, near(five, clear=True, hard=True)).releases
 
 
 def test_a_likeliest_refusal_of_meaning_wins_over_a_clear_template() -> None:
     hyps = [reading("two", TWO, -3.0), free("Mm.", refuse(Reason.HEDGE), -0.2, 1)]
-    assert fused(hyps, UNREAD, Taught(TWO, clear=True, hard=True)) == refuse(Reason.HEDGE)
+    assert fused(hyps, UNREAD, near(TWO, clear=True, hard=True)) == refuse(Reason.HEDGE)
 
 
 TAUGHT = st.builds(
@@ -261,6 +282,9 @@ TAUGHT = st.builds(
     st.booleans(),
     st.one_of(st.none(), DECISIONS),
     st.frozensets(DECISIONS, max_size=4),
+    st.floats(0.0, 10.0) | st.just(math.inf),
+    st.floats(0.0, 10.0) | st.just(math.inf),
+    st.floats(0.0, 10.0),
 )
 
 
@@ -292,7 +316,10 @@ def test_a_fused_release_is_the_taught_meaning_or_the_recogniser_alone(
         if taught.nearest is not None and out.decision != verdict.decision:
             assert transcript.kind not in ANSWERS or transcript == out.decision
         if out.rule == "fused":
-            assert posteriors(finite)[out.decision] >= FUSING.fused
+            assert any(h.decision == out.decision and h.rank == 0 for h in finite)
+            p = posteriors(finite)[out.decision]
+            assert out.probability == fused_probability(WEIGHTS, p, taught) >= FUSING.card
+            assert question(stage, cards) == "card"
         if out.rule == "template":
             assert taught.hard and taught.clear
 
@@ -317,5 +344,39 @@ def test_a_taught_yes_never_makes_a_release_on_a_yes_question_it_was_not_fitted_
     for stage in (Stage.CHOOSE, Stage.FINAL):
         verdict = decide(hyps, UNREAD, stage, FUSING, 1)
         assert not verdict.decision.releases
-        out = fuse(verdict, hyps, UNREAD, Taught(CONFIRM, clear=True), stage, FUSING, 1)
+        out = fuse(verdict, hyps, UNREAD, near(CONFIRM, clear=True), stage, FUSING, 1)
         assert not out.decision.releases
+
+
+def test_the_fused_probability_weighs_the_recogniser_and_how_clearly_the_templates_point() -> None:
+    clear = near(TWO, clear=True)
+    assert math.isclose(fused_probability(WEIGHTS, 0.5, clear), 0.8)  # log-odds 0 + 2 log 2
+    assert fused_probability(WEIGHTS, 0.9, clear) > fused_probability(WEIGHTS, 0.5, clear)
+    closer = near(TWO, clear=True, runner_up=3.0)
+    assert fused_probability(WEIGHTS, 0.5, closer) > fused_probability(WEIGHTS, 0.5, clear)
+    inside = near(TWO, clear=True, radius=1.5)
+    assert fused_probability(WEIGHTS, 0.5, inside) > fused_probability(WEIGHTS, 0.5, clear)
+
+
+def test_no_fused_probability_without_weights_or_without_evidence_from_the_templates() -> None:
+    assert fused_probability(None, 0.99, near(TWO, clear=True)) == 0.0
+    # One taught meaning has no runner-up: beating nothing is no evidence.
+    assert fusion_evidence(0.99, near(TWO, clear=True, runner_up=math.inf)) is None
+    # A meaning with one take has no radius.
+    assert fusion_evidence(0.99, near(TWO, clear=True, radius=0.0)) is None
+    assert fusion_evidence(0.99, Taught(TWO, clear=True)) is None
+    assert fused_probability(WEIGHTS, 0.99, Taught(TWO, clear=True)) == 0.0
+
+
+def test_a_recogniser_probability_of_zero_or_one_gives_a_finite_fused_probability() -> None:
+    for p in (0.0, 1.0):
+        assert 0.0 < fused_probability(WEIGHTS, p, near(TWO, clear=True)) < 1.0
+    assert fused_probability((-800.0, 0.0, 0.0, 0.0), 0.5, near(TWO, clear=True)) == 0.0
+
+
+def test_templates_without_fitted_weights_release_nothing_the_recogniser_did_not() -> None:
+    hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -2.0)]
+    unfitted = replace(FUSING, fusion=None, alone=math.inf)
+    verdict = decide(hyps, UNREAD, Stage.CHOOSE, unfitted, 3)
+    out = fuse(verdict, hyps, UNREAD, near(TWO, clear=True), Stage.CHOOSE, unfitted, 3)
+    assert not out.decision.releases

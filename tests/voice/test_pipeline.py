@@ -299,7 +299,7 @@ async def test_a_clear_template_match_decides_for_a_user_whose_speech_is_hard() 
 
 
 async def test_the_same_match_without_the_flag_leaves_the_recogniser_unsure() -> None:
-    strict = Calibration(card=0.9, yes=0.9, support=1, source="test", fused=0.9, alone=0.0)
+    strict = Calibration(card=0.9, yes=0.9, support=1, source="test", alone=0.0)
     pipeline = VoicePipeline(
         FakeTranscriber([heard("Tuwo", MUMBLED)]),
         None,
@@ -319,3 +319,19 @@ async def test_templates_that_point_elsewhere_refuse_the_recogniser_s_card() -> 
     result = await answer(enrolled(hard=True), heard("Two."), pitch=520.0)
     assert (result.decision, result.rule) == (Decision(Kind.REFUSE, reason=Reason.UNCLEAR),
                                               "template_disagree")  # fmt: skip
+
+
+async def test_templates_that_agree_lift_an_unsure_card_over_the_fused_threshold() -> None:
+    # Weighted as the shipped fusion is, the recogniser's log-odds and the templates' margin.
+    fitted = Calibration(card=0.9, yes=0.9, support=1, source="test", fusion=(0.0, 1.0, 4.0, 1.0))
+    # "Two." heard, with 0.65 of the probability: under the 0.9 the recogniser alone needs.
+    two = heard("Two.", MUMBLED, hypotheses=(Heard("Two.", "en", -2.0, "two"),))
+    pipeline = VoicePipeline(
+        FakeTranscriber([two]),
+        None,
+        calibrated=fitted,
+        enrolments=enrolled(False),
+    )
+    result = await pipeline.decide(wav(take(200.0, 7)), user="u", cards=3, stage=Stage.CHOOSE)
+    assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), "fused")
+    assert result.probability >= 0.9

@@ -30,13 +30,14 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         support=1,
         source="benchmarks/calibrate.py fit --model tiny.en --fsdd-takes 50 (card); "
         "--fsdd-takes 10 (yes)",
-        # 2026-12-01: benchmarks/enrol.py fused --cache bench-out/hear-tiny-prompted.jsonl, 3
-        # takes of "one".."five" enrolled per speaker, the other 1,940 takes decided (jackson
-        # and nicolas calibrate): the lowest probability, from 0.01 up, at which a taught card
-        # agreeing with the recogniser released nothing wrongly. 0.10, fitted before the card
-        # prompt on jackson and theo, released 16 negatives of nicolas and yweweler once the
-        # question was told.
-        fused=0.89,
+        # The fused probability of a taught card (decision.fused_probability), 2026-12-01:
+        # benchmarks/enrol.py fused --cache bench-out/hear-tiny-prompted.jsonl. Per FSDD
+        # speaker, takes 0-2 of "one".."five" enrolled; the templates' likelihood ratio is a
+        # logistic fit, on the 660 decided takes of jackson and nicolas whose templates named a
+        # nearest card, of whether that card was said, less the log-odds of that set's base rate
+        # (424 of 660); the recogniser's log-odds count once (Bayes' rule). Read against the
+        # card threshold itself, so no threshold was fitted for it.
+        fusion=(0.456, 1.0, 8.29, 10.143),
         # A hard user's clear match deciding alone released negatives of the report speakers
         # (2 of 1,000 unprompted, 1 prompted): shut until a rejection calibrated on the user's
         # own other speech holds (docs/voice.md, "Enrolment").

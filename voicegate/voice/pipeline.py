@@ -265,6 +265,9 @@ class VoicePipeline:
             enrolment.hard,
             match.closest,
             frozenset(t.meaning for t in enrolment.templates),
+            match.distance,
+            match.runner_up,
+            match.radius,
         )
 
     def _refused(
