@@ -23,6 +23,7 @@ from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
 from voicegate.gate.types import Decision
 from voicegate.reasons import Kind, Reason
+from voicegate.voice.decision import Calibration
 
 CASES = [
     ("pick-two", 3, "choose", "choose:2"),
@@ -48,6 +49,9 @@ class Heard:
 
 class Scripted:
     """Answers from a table keyed by the clip's bytes, or always the same answer."""
+
+    # The server reads its pipeline's calibration to word a refusal's next step.
+    calibration = Calibration(card=0.9, yes=0.9, support=1, source="test")
 
     def __init__(self, table: dict[str, Decision] | None = None, always: Decision | None = None):
         self.table = table or {}

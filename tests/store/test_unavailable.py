@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import PG_DSN
 from tests.store.conftest import with_schema
 from tests.store.test_contract import RECEIPT_KEYS, device, pending, receipt_maker
-from voicegate.errors import StoreUnavailable
+from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.gate.types import DeviceKind, PairingCode, Status, StoredFingerprint
 from voicegate.store import MemoryStore, PostgresStore, SqliteStore, open_store
 from voicegate.store.base import Store
@@ -97,13 +97,18 @@ async def test_every_method_of_a_down_store_raises_store_unavailable(
         await call(down_store)
 
 
-@pytest.mark.parametrize("where", ["postgres", "sqlite"])
-async def test_opening_an_unreachable_store_raises_store_unavailable(
-    where: str, tmp_path: Path
-) -> None:
-    url = CLOSED_PORT_DSN if where == "postgres" else str(tmp_path / "gone" / "gate.db")
+async def test_opening_an_unreachable_store_raises_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
-        await open_store(url)
+        await open_store(CLOSED_PORT_DSN)
+
+
+async def test_opening_a_sqlite_store_in_a_missing_folder_is_a_config_error(
+    tmp_path: Path,
+) -> None:
+    # A folder that is not there is the operator's mistake, not an outage: said, nothing made.
+    with pytest.raises(ConfigError, match="does not exist"):
+        await open_store(str(tmp_path / "gone" / "gate.db"))
+    assert not (tmp_path / "gone").exists()
 
 
 async def test_sqlite_store_works_once_its_directory_exists(tmp_path: Path) -> None:

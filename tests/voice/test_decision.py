@@ -380,3 +380,13 @@ def test_templates_without_fitted_weights_release_nothing_the_recogniser_did_not
     verdict = decide(hyps, UNREAD, Stage.CHOOSE, unfitted, 3)
     out = fuse(verdict, hyps, UNREAD, near(TWO, clear=True), Stage.CHOOSE, unfitted, 3)
     assert not out.decision.releases
+
+
+def test_a_match_outside_the_radius_may_lower_the_fused_probability_but_never_raise_it() -> None:
+    # Four times nearer than the next meaning, but outside the radius (1.0 > 0.8).
+    outside = near(TWO, clear=False, runner_up=4.0, radius=0.8)
+    for p in (0.1, 0.5, 0.9):
+        assert fused_probability(WEIGHTS, p, outside) <= p + 1e-12
+    assert fused_probability(WEIGHTS, 0.5, near(TWO, clear=True, runner_up=4.0)) > 0.5
+    far = near(TWO, clear=False, runner_up=1.0, radius=0.2)  # no margin, far outside
+    assert fused_probability(WEIGHTS, 0.9, far) < 0.9

@@ -36,7 +36,8 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         # logistic fit, on the 660 decided takes of jackson and nicolas whose templates named a
         # nearest card, of whether that card was said, less the log-odds of that set's base rate
         # (424 of 660); the recogniser's log-odds count once (Bayes' rule). Read against the
-        # card threshold itself, so no threshold was fitted for it.
+        # card threshold itself, so no threshold was fitted for it; a match outside the user's
+        # radius only ever lowers it.
         fusion=(0.456, 1.0, 8.29, 10.143),
         # A hard user's clear match deciding alone released negatives of the report speakers
         # (2 of 1,000 unprompted, 1 prompted): shut until a rejection calibrated on the user's

@@ -8,9 +8,9 @@ decision is the sum over the hypotheses that mean it, out of the sum over all of
 
 1. **Veto.** When the grammar reads the best transcript as a refusal of meaning (a question,
    hedge, negation, contradiction, a near miss of a number, a number on the final card, a
-   number out of range, a "yes" among several cards), that refusal is the decision. When it reads the single likeliest
-   hypothesis so, nothing is released (a cancel still stands: "Nope." beside a likelier
-   "not"). Scores never turn a refusal of meaning into a release.
+   number out of range, a "yes" among several cards), that refusal is the decision. When it
+   reads the single likeliest hypothesis so, nothing is released (a cancel still stands:
+   "Nope." beside a likelier "not"). Scores never turn a refusal of meaning into a release.
 2. **Probability.** A best transcript that reads as cancel or more time is decided so: it
    releases nothing, and the user's words say it. Otherwise the likeliest of choose k, confirm,
    cancel and more time decides when its probability reaches the stage's calibrated threshold
@@ -274,14 +274,25 @@ def fused_probability(
     weights: tuple[float, float, float, float] | None, probability: float, taught: Taught
 ) -> float:
     """P(the taught meaning was said | the recogniser's probability and the templates), in
-    log-odds ``weights[0] + weights[1] * recogniser + weights[2] * margin + weights[3] * radius``
-    (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits them. 0.0 without weights or
-    evidence, so nothing is released on templates the model was never fitted for."""
+    log-odds ``weights[1] * recogniser + templates``, where ``templates`` (the log of their
+    likelihood ratio) is ``weights[0] + weights[2] * margin + weights[3] * radius``
+    (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits the weights.
+
+    A match outside the user's radius (farther than their own takes of that meaning lie from
+    each other) may lower the probability, never raise it: measured, a breath-noised "nine"
+    heard "One." at 0.86 lay outside the radius of "one" and the fitted ratio still lifted it
+    to 0.96 (docs/voice.md, "Fusion with the recogniser"). 0.0 without weights or evidence, so
+    nothing is released on templates the model was never fitted for.
+    """
     evidence = fusion_evidence(probability, taught)
     if weights is None or evidence is None:
         return 0.0
-    bias, *slopes = weights
-    z = bias + sum(w * x for w, x in zip(slopes, evidence, strict=True))
+    bias, w_recogniser, w_margin, w_radius = weights
+    recogniser, margin, inside = evidence
+    templates = bias + w_margin * margin + w_radius * inside
+    if inside < 0.0:  # log(radius / distance) < 0: outside the radius
+        templates = min(templates, 0.0)
+    z = w_recogniser * recogniser + templates
     return 0.5 * (1.0 + math.tanh(z / 2.0))  # the logistic function, with no overflow
 
 
