@@ -58,7 +58,7 @@ def table(
 ) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
     """Outcome counts per speaker with the user's templates fused by ``weights`` (None: the
     recogniser alone, as for a user who taught nothing), and counts per deciding rule."""
-    cal = replace(calibration.of("tiny.en"), fusion=weights)
+    cal = replace(calibration.of("tiny.en"), fusion=weights)  # the shipped fusion_limits
     counts: dict[str, Counter[str]] = {}
     rules: Counter[tuple[str, str]] = Counter()
     for t, said, hyps, v, m in rows:
@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     x, y = evidence(rows)
     a, b, c = fit_weights(x, y)
     weights = combined((a, b, c), float(y.mean()))
+    limits = (round(float(x[:, 1].max()), 3), round(float(x[:, 2].max()), 3))
+    print(f"largest margin and radius features fitted on: {limits}")
     print(f"templates fitted on {enrol.CALIBRATION}, {len(y)} takes ({int(y.sum())} said the "
           f"nearest card): {(a, b, c)}; fused weights {weights}")  # fmt: skip
     shipped = calibration.of("tiny.en").fusion

@@ -390,3 +390,44 @@ def test_a_match_outside_the_radius_may_lower_the_fused_probability_but_never_ra
     assert fused_probability(WEIGHTS, 0.5, near(TWO, clear=True, runner_up=4.0)) > 0.5
     far = near(TWO, clear=False, runner_up=1.0, radius=0.2)  # no margin, far outside
     assert fused_probability(WEIGHTS, 0.9, far) < 0.9
+
+
+SHIPPED = calibration.of("tiny.en")
+ONE = Decision(Kind.CHOOSE, card=1)
+
+
+def test_the_shipped_fusion_keeps_the_breath_noised_nine_below_the_card_threshold() -> None:
+    # Measured (docs/voice.md): heard "One." at 0.858, 1.34 times nearer "one" than anything
+    # else but outside its radius (1.64 > 1.42). Uncapped, the fitted ratio gave it 0.96.
+    nine = near(ONE, clear=False, distance=1.64, runner_up=2.2, radius=1.42)
+    got = fused_probability(SHIPPED.fusion, 0.858, nine, SHIPPED.fusion_limits)
+    assert got <= 0.858 < SHIPPED.card
+
+
+def test_templates_never_overrule_a_recogniser_sure_of_another_answer() -> None:
+    # "Two." is the best transcript, but cancel takes 0.99 of the probability.
+    hyps = [free("Two.", TWO, -5.0), reading("cancel", CANCEL, 0.0)]
+    verdict = decide(hyps, TWO, Stage.CHOOSE, SHIPPED, 3)
+    assert verdict.winner == CANCEL
+    taught = near(TWO, clear=True, distance=10.0, runner_up=15.0, radius=15.0)
+    out = fuse(verdict, hyps, TWO, taught, Stage.CHOOSE, SHIPPED, 3)
+    assert not out.decision.releases
+
+
+def test_the_template_ratio_stops_at_the_largest_features_it_was_fitted_on() -> None:
+    copy = near(TWO, clear=True, distance=1e-9, runner_up=2.0, radius=1.0)  # a near copy
+    limit = SHIPPED.fusion_limits
+    assert limit is not None
+    at_limit = near(TWO, clear=True, distance=1.0, runner_up=math.exp(limit[0]),
+                    radius=math.exp(limit[1]))  # fmt: skip
+    p = 0.01
+    capped = fused_probability(SHIPPED.fusion, p, copy, limit)
+    assert math.isclose(capped, fused_probability(SHIPPED.fusion, p, at_limit, limit))
+    assert capped < fused_probability(SHIPPED.fusion, p, copy)  # unclipped would go further
+
+
+def test_impossible_distances_give_no_evidence() -> None:
+    impossible = ((1.0, 0.5, 1.0), (1.0, 0.0, 1.0), (-1.0, 2.0, 1.0), (1.0, 2.0, math.inf))
+    for d1, d2, radius in impossible:
+        assert fusion_evidence(0.5, near(TWO, clear=True, distance=d1, runner_up=d2,
+                                         radius=radius)) is None  # fmt: skip

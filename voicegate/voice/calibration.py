@@ -39,6 +39,8 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         # card threshold itself, so no threshold was fitted for it; a match outside the user's
         # radius only ever lowers it.
         fusion=(0.456, 1.0, 8.29, 10.143),
+        # The largest log(runner-up / distance) and log(radius / distance) of those 660 takes.
+        fusion_limits=(0.939, 0.492),
         # A hard user's clear match deciding alone released negatives of the report speakers
         # (2 of 1,000 unprompted, 1 prompted): shut until a rejection calibrated on the user's
         # own other speech holds (docs/voice.md, "Enrolment").

@@ -97,6 +97,8 @@ class Calibration:
     # the recogniser's log-odds, log(runner-up / distance) and log(radius / distance). No
     # weights: templates never make a release.
     fusion: tuple[float, float, float, float] | None = None
+    # The largest margin and radius features the fusion was fitted on (``fused_probability``).
+    fusion_limits: tuple[float, float] | None = None
     # What the recogniser must still give a clear match of a user whose speech is hard for
     # recognisers before the match decides "alone" (``fuse``); infinity keeps that path shut.
     alone: float = math.inf
@@ -239,9 +241,11 @@ def fuse(
     # for it, so there a template can refuse a release but never make one.
     # The same threshold as the recogniser alone: the fused probability is the recogniser's,
     # moved by what the templates add, so it is read on the scale it was calibrated on.
-    # Rule 3 holds here too: no fused release that no free transcript says.
-    combined = fused_probability(calibration.fusion, probability, taught)
-    said = _supported(meaning, finite, calibration.support)
+    # Rule 3 holds here too: no fused release that no free transcript of a language's beam
+    # says. And templates only strengthen the recogniser's own likeliest answer: they never
+    # overrule one it prefers (a cancel, another card).
+    combined = fused_probability(calibration.fusion, probability, taught, calibration.fusion_limits)
+    said = _supported(meaning, finite, calibration.support) and verdict.winner == meaning
     if said and question(stage, cards) == "card" and combined >= calibration.need(stage, cards):
         return Verdict(meaning, combined, "fused", meaning)
     if taught.hard and taught.clear and probability >= calibration.alone:
@@ -264,35 +268,42 @@ def fusion_evidence(probability: float, taught: Taught) -> tuple[float, float, f
     (a runner-up at infinity would count as certainty), or no radius (a meaning with one take).
     """
     d1, d2, radius = taught.distance, taught.runner_up, taught.radius
-    if not (0.0 < d1 < math.inf and d2 < math.inf and radius > 0.0):
+    if not (0.0 < d1 <= d2 < math.inf and 0.0 < radius < math.inf):
         return None
     p = min(max(probability, _BOUND), 1.0 - _BOUND)
     return math.log(p / (1.0 - p)), math.log(d2 / d1), math.log(radius / d1)
 
 
 def fused_probability(
-    weights: tuple[float, float, float, float] | None, probability: float, taught: Taught
+    weights: tuple[float, float, float, float] | None,
+    probability: float,
+    taught: Taught,
+    limits: tuple[float, float] | None = None,
 ) -> float:
     """P(the taught meaning was said | the recogniser's probability and the templates), in
     log-odds ``weights[1] * recogniser + templates``, where ``templates`` (the log of their
     likelihood ratio) is ``weights[0] + weights[2] * margin + weights[3] * radius``
     (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits the weights.
 
-    A match outside the user's radius (farther than their own takes of that meaning lie from
-    each other) may lower the probability, never raise it: measured, a breath-noised "nine"
-    heard "One." at 0.86 lay outside the radius of "one" and the fitted ratio still lifted it
-    to 0.96 (docs/voice.md, "Fusion with the recogniser"). 0.0 without weights or evidence, so
-    nothing is released on templates the model was never fitted for.
+    ``limits`` are the largest margin and radius features the fit saw: larger ones count as
+    those, so the ratio never reaches past its data (a near copy of a take, at a distance near
+    0, would otherwise count as certainty). A match outside the user's radius (farther than
+    their own takes of that meaning lie from each other) may lower the probability, never raise
+    it above the recogniser's own: measured, a breath-noised "nine" heard "One." at 0.86 lay
+    outside the radius of "one" and the fitted ratio still lifted it to 0.96 (docs/voice.md,
+    "Fusion with the recogniser"). 0.0 without weights or evidence, so nothing is released on
+    templates the model was never fitted for.
     """
     evidence = fusion_evidence(probability, taught)
     if weights is None or evidence is None:
         return 0.0
     bias, w_recogniser, w_margin, w_radius = weights
     recogniser, margin, inside = evidence
-    templates = bias + w_margin * margin + w_radius * inside
+    if limits is not None:
+        margin, inside = min(margin, limits[0]), min(inside, limits[1])
+    z = w_recogniser * recogniser + bias + w_margin * margin + w_radius * inside
     if inside < 0.0:  # log(radius / distance) < 0: outside the radius
-        templates = min(templates, 0.0)
-    z = w_recogniser * recogniser + templates
+        z = min(z, recogniser)
     return 0.5 * (1.0 + math.tanh(z / 2.0))  # the logistic function, with no overflow
 
 
