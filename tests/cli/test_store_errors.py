@@ -58,24 +58,24 @@ def test_serve_on_a_store_it_cannot_open_says_why_in_one_line_and_exits_2(
     assert line.startswith("voicegate")
 
 
+# The commands that only read or delete what a store holds, and every command that opens one.
+READERS = [
+    ["devices", "list"],
+    ["devices", "revoke", "dev_x"],
+    ["answers", "list", "--user", "u"],
+    ["answers", "delete", "--user", "u"],
+    ["receipts", "list"],
+]
+STORE_COMMANDS = [*READERS, ["pair", "--user", "u"], ["receipts", "verify"]]
+
+
 def test_a_key_file_under_a_file_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     with pytest.raises(ConfigError):
         keys_for(str(tmp_path / "a-file" / "gate.db"), env={})
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["devices", "list"],
-        ["devices", "revoke", "dev_x"],
-        ["answers", "list", "--user", "u"],
-        ["answers", "delete", "--user", "u"],
-        ["pair", "--user", "u"],
-        ["receipts", "list"],
-        ["receipts", "verify"],
-    ],
-)
+@pytest.mark.parametrize("argv", STORE_COMMANDS)
 @pytest.mark.parametrize("which", ["postgres_down", "under_a_file", "a_folder"])
 def test_a_store_command_on_a_store_it_cannot_open_says_why_in_one_line_and_exits_2(
     argv: list[str],
@@ -92,16 +92,7 @@ def test_a_store_command_on_a_store_it_cannot_open_says_why_in_one_line_and_exit
     assert one_line(err).startswith(f"voicegate {argv[0]}: ")
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["devices", "list"],
-        ["devices", "revoke", "dev_x"],
-        ["answers", "list", "--user", "u"],
-        ["answers", "delete", "--user", "u"],
-        ["receipts", "list"],
-    ],
-)
+@pytest.mark.parametrize("argv", READERS)
 def test_a_command_in_a_folder_with_no_database_says_so_and_creates_nothing(
     argv: list[str],
     tmp_path: Path,
