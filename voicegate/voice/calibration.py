@@ -23,10 +23,14 @@ CALIBRATIONS: Mapping[str, Calibration] = {
     # 0.932; 0.94 is the lowest grid step above both (the corpus's three other near-miss
     # releases, 0.98 to 0.999, no threshold stops, and they were released before the prompt).
     # "yes", 2026-12-01: 358 speech_commands clips of the calibration speakers, heard with no
-    # prompt: 0.91, just above a spoken "left" heard "Yes." that gave yes 0.90.
+    # prompt: 0.91, just above a spoken "left" heard "Yes." that gave yes 0.90. Shipped 0.92:
+    # the same clips heard again on another machine (int8 scores differ a little between
+    # machines) gave that "left" just over 0.91, and the fit there
+    # (benchmarks/calibrate.py fit --cache bench-out/hear-tiny-sc.jsonl --fsdd-takes 0) is
+    # 0.92; on both caches 0.92 keeps every right answer of 0.91.
     "tiny.en": Calibration(
         card=0.94,
-        yes=0.91,
+        yes=0.92,
         support=1,
         source="benchmarks/calibrate.py fit --model tiny.en --fsdd-takes 50 (card); "
         "--fsdd-takes 10 (yes)",
