@@ -14,10 +14,10 @@ from voicegate.errors import ModelError
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
-from voicegate.voice import templates
+from voicegate.voice import consent, templates
 from voicegate.voice.decision import UNCALIBRATED, Calibration
 from voicegate.voice.fingerprint import ReplayGuard
-from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
+from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json, hypotheses
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 
 CLEAR_TWO = (("two", -0.8), ("the second one", -4.0), ("three", -7.0), ("cancel", -9.0))
@@ -335,3 +335,44 @@ async def test_templates_that_agree_lift_an_unsure_card_over_the_fused_threshold
     result = await pipeline.decide(wav(take(200.0, 7)), user="u", cards=3, stage=Stage.CHOOSE)
     assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), "fused")
     assert result.probability >= 0.9
+
+
+# Scores as tiny.en gave them for an espeak-ng "the second one" (en+f2): the bare "One." is the
+# likeliest single text, because Whisper drops leading words.
+DROPPED = (("one", -3.02), ("two", -9.0), ("three", -9.5))
+
+
+def test_a_reading_inside_the_best_transcript_means_what_the_transcript_means() -> None:
+    hearing = heard(
+        "The second one.",
+        DROPPED,
+        hypotheses=(Heard("The second one.", "en", -3.05), Heard("1.", "en", -4.2)),
+    )
+    readings = consent.readings(2, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 2, Stage.CHOOSE)}
+    assert meaning["one"] == meaning["1."] == Decision(Kind.CHOOSE, card=2)
+    # A reading that is not a part of it keeps its own meaning.
+    assert meaning["two"] == Decision(Kind.CHOOSE, card=2)
+    assert meaning["three"].reason is Reason.OUT_OF_RANGE
+
+
+def test_a_reading_inside_a_negated_transcript_is_the_negation() -> None:
+    hearing = heard("Not one.", DROPPED, hypotheses=(Heard("Not one.", "en", -2.0),))
+    readings = consent.readings(2, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 2, Stage.CHOOSE)}
+    assert meaning["one"].reason is Reason.NEGATION
+
+
+def test_a_longer_transcript_than_the_best_keeps_its_own_meaning() -> None:
+    hearing = heard(
+        "One.", DROPPED, hypotheses=(Heard("One.", "en", -1.0), Heard("No, one.", "en", -3.0))
+    )
+    readings = consent.readings(2, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 2, Stage.CHOOSE)}
+    assert meaning["One."] == meaning["one"] == Decision(Kind.CHOOSE, card=1)
+    assert meaning["No, one."].kind is Kind.REFUSE
+
+
+async def test_the_second_one_is_chosen_when_a_dropped_one_is_likelier() -> None:
+    hearing = heard("The second one.", DROPPED, hypotheses=(Heard("The second one.", "en", -3.05),))
+    assert await decide(hearing, cards=2) == Decision(Kind.CHOOSE, card=2)

@@ -80,6 +80,24 @@ def decide(
     return _meaning(content, cards, stage, alone)
 
 
+def words_of(text: str, vocab: Vocabulary | None = None) -> tuple[str, ...]:
+    """The words of ``text``, each cardinal and digit string as its number ("1." is "one")."""
+    vocab = vocab if vocab is not None else vocabulary()
+    out = []
+    for token in normalise(text).split():
+        number = vocab.cardinals.get(token, _digits(token))
+        out.append(token if number is None else str(number))
+    return tuple(out)
+
+
+def part_of(words: Sequence[str], whole: Sequence[str]) -> bool:
+    """True when ``words`` is a shorter run of consecutive words inside ``whole``."""
+    size = len(words)
+    return 0 < size < len(whole) and any(
+        tuple(whole[i : i + size]) == tuple(words) for i in range(len(whole) - size + 1)
+    )
+
+
 def segment(
     tokens: Sequence[str], vocab: Vocabulary, card_words: Sequence[str] = ()
 ) -> list[Sense | None]:
