@@ -23,6 +23,7 @@ from voicegate.reasons import Kind, Reason
 from voicegate.voice import models
 from voicegate.voice.audio import decode
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
+from voicegate.voice.transcribe import Utterance
 from voicegate.voice.whisper import FasterWhisperTranscriber
 
 pytestmark = pytest.mark.whisper
@@ -215,6 +216,36 @@ def test_every_reading_and_transcript_gets_a_whole_sequence_score(
     # "the second one" spelt as the transcript is the same hypothesis, and the likeliest.
     best = max(hearing.scores, key=lambda pair: pair[1])
     assert best[0] == "the second one", hearing.scores
+
+
+def test_a_dropped_the_second_is_a_partial_hearing_of_the_second_one(
+    tiny: FasterWhisperTranscriber,
+) -> None:
+    """espeak-ng en-gb "the second one": tiny.en also scores a bare "One." high, and that text,
+    a part of the best transcript, counts for card two instead of against it."""
+    from voicegate.voice import consent, decision
+    from voicegate.voice.pipeline import hypotheses
+
+    [row] = clips(file="espeak_gb_the_second_one.flac")
+    readings = consent.readings(2, Stage.CHOOSE, ("en",))
+    samples = decode((CLIPS / row["file"]).read_bytes()).samples
+    texts = tuple(r.text for r in readings)
+    asked = Utterance(samples, ("en",), texts, question=decision.question(Stage.CHOOSE, 2))
+    [hearing] = tiny.transcribe_many([asked])
+    assert "second one" in hearing.text.lower(), hearing.text
+    scored = hypotheses(readings, hearing, 2, Stage.CHOOSE)
+    # The reading "one", or the free transcript "One." spelt like it: one hypothesis.
+    [one] = [h for h in scored if consent.words_of(h.text) == ("1",)]
+    second = Decision(Kind.CHOOSE, card=2)
+    assert one.decision == second
+    # Measured: the bare "one" holds more than a tenth of the probability on this clip.
+    total = sum(np.exp(h.score) for h in scored if np.isfinite(h.score))
+    assert np.exp(one.score) / total > 0.1, (one, total)
+    [result] = run_all(
+        VoicePipeline(tiny, None), [((CLIPS / row["file"]).read_bytes(), 2, Stage.CHOOSE)]
+    )
+    assert (result.rule, result.decision) == ("decided", second), result
+    assert result.probability >= tiny.calibration.card
 
 
 def test_a_short_window_hears_the_clips_and_releases_nothing_at_full_window_thresholds() -> None:
