@@ -15,7 +15,7 @@ speech_commands speakers whose id starts with 0 or 1; the report split is the re
 threshold (``card`` for a choice among cards, ``yes`` for a one-card or final yes) is the lowest
 probability, from 0.50 up, at which the calibration split releases nothing wrongly. A hearing
 holds every score the decision reads, so ``fit`` runs the same decision code as the server
-(``pipeline.hypotheses`` and ``decision.decide``).
+(``hypotheses.hypotheses`` and ``decision.decide``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, consent, decision
-from voicegate.voice.pipeline import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.transcribe import Heard, Hearing, Utterance
 
 ROOT = Path(__file__).resolve().parents[1]

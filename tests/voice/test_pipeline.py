@@ -17,7 +17,8 @@ from voicegate.store.memory import MemoryStore
 from voicegate.voice import consent, templates
 from voicegate.voice.decision import UNCALIBRATED, Calibration
 from voicegate.voice.fingerprint import ReplayGuard
-from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json, hypotheses
+from voicegate.voice.hypotheses import hypotheses
+from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 
 CLEAR_TWO = (("two", -0.8), ("the second one", -4.0), ("three", -7.0), ("cancel", -9.0))

@@ -224,7 +224,7 @@ def test_a_dropped_the_second_is_a_partial_hearing_of_the_second_one(
     """espeak-ng en-gb "the second one": tiny.en also scores a bare "One." high, and that text,
     a part of the best transcript, counts for card two instead of against it."""
     from voicegate.voice import consent, decision
-    from voicegate.voice.pipeline import hypotheses
+    from voicegate.voice.hypotheses import hypotheses
 
     [row] = clips(file="espeak_gb_the_second_one.flac")
     readings = consent.readings(2, Stage.CHOOSE, ("en",))

@@ -49,7 +49,7 @@ def run_models(args: argparse.Namespace) -> int:
 def add_decide_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``voicegate decide``."""
     # Here, not at the top: ``voicegate models`` must not load the audio and numeric stack.
-    from voicegate.voice.pipeline import LEXICONS
+    from voicegate.voice.hypotheses import LEXICONS
 
     parser.add_argument(
         "audio", type=Path, help="a WAV, FLAC, OGG (Vorbis or Opus), WebM/Opus or MP4/AAC file"

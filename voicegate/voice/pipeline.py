@@ -23,12 +23,8 @@ from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, templates
 from voicegate.voice.audio import Clip, decode
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
-
-# Whisper language -> the grammar's lexicons for it.
-LEXICONS: Mapping[str, tuple[str, ...]] = {"en": ("en",), "hi": ("hi-Deva", "hi-Latn")}
-# A lexicon -> the Whisper language its readings are scored in.
-SPOKEN: Mapping[str, str] = {lex: lang for lang, lexes in LEXICONS.items() for lex in lexes}
 
 
 class Guard(Protocol):
@@ -61,76 +57,6 @@ class VoiceResult:
     language: str | None = None
     rule: str = ""
     probability: float = 0.0
-
-
-def hypotheses(
-    readings: Sequence[consent.Reading],
-    hearing: Hearing,
-    cards: int,
-    stage: Stage,
-    card_words: Sequence[str] = (),
-) -> list[decision.Hypothesis]:
-    """Every scored text of one hearing with what it decides: the readings, then the free ones.
-
-    With one card open, choosing card 1 and yes release the same action: they are one decision.
-    A text that is a run of consecutive words inside its language's best transcript ("one" in
-    "The second one.", "too" in "Me too.") is a partial hearing of that transcript, not another
-    answer: it means what the best transcript means. Whisper drops leading words, and measured
-    on "the second one" in 17 espeak-ng voices, the bare "One." took up to half the probability.
-    """
-    same = _merge(cards, stage)
-    scores = dict(hearing.scores)
-    best = _best(hearing, cards, stage, card_words)
-    # A free transcript spelt exactly like a reading is that reading, counted once.
-    covered = {h.reading for h in hearing.hypotheses if h.reading is not None}
-    out = []
-    for r in readings:
-        if r.text not in covered:
-            lang = SPOKEN.get(r.lang, "en")
-            meaning = _within(r.text, lang, best) or same(r.decision)
-            out.append(decision.Hypothesis(r.text, meaning, scores.get(r.text, -math.inf), lang))
-    ranks: dict[str, int] = {}
-    for heard in hearing.hypotheses:
-        rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
-        within = _within(heard.text, heard.language, best) if rank else None
-        meaning = within or reading_of(heard.text, cards, stage, card_words)
-        out.append(decision.Hypothesis(heard.text, meaning, heard.score, heard.language, rank))
-    return out
-
-
-def _best(
-    hearing: Hearing, cards: int, stage: Stage, card_words: Sequence[str]
-) -> dict[str, tuple[tuple[str, ...], Decision]]:
-    """Each language's best transcript, as words, and what the grammar reads it as."""
-    best: dict[str, tuple[tuple[str, ...], Decision]] = {}
-    for heard in hearing.hypotheses:
-        if heard.language not in best:
-            meaning = reading_of(heard.text, cards, stage, card_words)
-            best[heard.language] = (consent.words_of(heard.text), meaning)
-    return best
-
-
-def _within(
-    text: str, language: str, best: Mapping[str, tuple[tuple[str, ...], Decision]]
-) -> Decision | None:
-    """The best transcript's meaning when ``text`` is a part of it; None otherwise."""
-    if language not in best:
-        return None
-    whole, meaning = best[language]
-    return meaning if consent.part_of(consent.words_of(text), whole) else None
-
-
-def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:
-    """The grammar's decision for one transcript, card 1 and yes merged on a single card."""
-    return _merge(cards, stage)(consent.decide(text, cards, stage, card_words))
-
-
-def _merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:
-    return decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
-
-
-def _same(d: Decision) -> Decision:
-    return d
 
 
 class _Busy(Exception):
