@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from voicegate.bench.measure import Options, median, ms
+from voicegate.mcp.http_client import mcp_http_client
 
 READ = "list_notes"
 # A read with an argument: the SDK checks a 2026-07-28 call's arguments against the tool's schema.
@@ -218,7 +218,7 @@ async def _wait_until_up(proc: subprocess.Popen[bytes], url: str, log: Path) -> 
 async def _http_agent(url: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        mcp_http_client(headers) as http,
         Client(streamable_http_client(url, http_client=http), cache=None) as client,
     ):
         yield client
