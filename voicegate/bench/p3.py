@@ -4,7 +4,8 @@ The upstream is the notes server over stdio (``python -m voicegate.mcp.notes``).
 as its own process and the agent is the MCP SDK's client over Streamable HTTP; the direct path
 is the same SDK client over stdio to a second copy of the upstream. Reads alternate between the
 two paths, so a change in machine load hits both alike, and the added time is the median of the
-paired differences. ``confirm-gate-mcp`` 0.8.0 gates the same upstream for comparison; it is
+paired differences; the gate process's CPU time per read it served (from ``/proc``) is the
+figure load changes least. ``confirm-gate-mcp`` 0.8.0 gates the same upstream for comparison; it is
 installed from PyPI into its own virtual environment under the bench cache on first use.
 """
 
