@@ -57,7 +57,7 @@ def headers(tool: str = "list_notes", **extra: str) -> dict[str, str]:
     return {**sent, **extra}
 
 
-# (body, headers): answered by the gate's read path when the third item is True.
+# (body, headers) of plain reads, which the gate's read path answers, and of everything else.
 PLAIN_READS = [
     (call("list_notes", {}), headers()),
     (call("list_notes"), headers()),  # no arguments at all
@@ -65,8 +65,9 @@ PLAIN_READS = [
     (call("read_note", {"name": 3}), headers("read_note")),  # the upstream refuses the type
     (call("read_note", {}), headers("read_note")),  # a required argument missing
     (call("list_notes", {}, request_id="r-1"), headers()),
+    (call("list_notes", {}, _meta={**META, "progressToken": "p-1"}), headers()),
 ]
-DECLINED = [
+NOT_PLAIN_READS = [
     (call("list_notes", [1]), headers()),  # arguments not an object
     (call("list_notes", {}, requestState="forged"), headers()),
     (call("list_notes", {}), headers("read_note")),  # Mcp-Name names another tool
@@ -79,6 +80,7 @@ DECLINED = [
     ({k: v for k, v in call("list_notes", {}).items() if k != "id"}, headers()),
     ([call("list_notes", {})], headers()),  # a batch
     (call("list_notes", {}) | {"jsonrpc": "1.0"}, headers()),
+    (call("list_notes", {}), [*headers().items(), ("Mcp-Name", "list_notes")]),  # said twice
 ]
 
 
@@ -100,7 +102,7 @@ async def sdk_path(running: Running) -> AsyncIterator[httpx.AsyncClient]:
             yield http
 
 
-async def answer(http: httpx.AsyncClient, body: Any, sent: dict[str, str]) -> tuple[int, Any]:
+async def answer(http: httpx.AsyncClient, body: Any, sent: Any) -> tuple[int, Any]:
     response = await http.post("/mcp", content=json.dumps(body), headers=sent)
     try:
         return response.status_code, response.json()
@@ -150,13 +152,13 @@ async def test_every_request_gets_the_answer_the_sdk_path_gives(tmp_path: Path, 
             start = reads.answered
             assert await answer(gate, body, sent) == await answer(before, body, sent)
             assert reads.answered == start + 1, body
-        for body, sent in DECLINED:
+        for body, sent in NOT_PLAIN_READS:
             start = reads.answered
             assert await answer(gate, body, sent) == await answer(before, body, sent), body
             assert reads.answered == start, body
-        # Each path reached the upstream for each plain read of list_notes (three each).
+        # Each path reached the upstream for each plain read of list_notes (four each).
         stats = await answer(gate, call("stats", {}), headers("stats"))
-        assert stats[1]["result"]["structuredContent"]["calls"]["list_notes"] == 6
+        assert stats[1]["result"]["structuredContent"]["calls"]["list_notes"] == 8
 
 
 async def test_a_write_at_2026_07_28_never_passes_through(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from voicegate.web.read_route import PEEK_LIMIT, ReadRoute
@@ -24,9 +25,9 @@ class Reads:
     def is_read(self, name: str) -> bool:
         return name in READS
 
-    async def answer(self, request: Request, decoded: Any) -> tuple[int, bytes] | None:
+    async def answer(self, request: Request, decoded: Any) -> Response | None:
         self.seen.append(("reads", json.dumps(decoded).encode()))
-        return None if self.decline else (200, b'{"answered": true}')
+        return None if self.decline else Response(b'{"answered": true}')
 
 
 class Recorder:

@@ -8,9 +8,10 @@ stack, a runner, a session and context, the middleware chain, typed params, the 
 which costs more than the read itself (docs/benchmarks.md, P3). Here the same checks run, by
 the SDK's own public functions, and the read goes straight to ``GatedTools.read``.
 
-Anything a check would refuse, and anything this path does not know to be a plain read, is
-declined (``answer`` returns None) before any side effect, and the full SDK path answers it
-as before: the refusals keep their exact codes, statuses and bodies. The answer to a read is
+A request with a foreign Origin or a wrong Content-Type gets the SDK's own refusal here. Anything
+else a check would refuse, and anything this path does not know to be a plain read, is declined
+(``answer`` returns None) before any side effect, and the full SDK path answers it as before:
+the refusals keep their exact codes, statuses and bodies. The answer to a read is
 shaped as the SDK shapes it (the version's result surface, ``resultType``, the ``serverInfo``
 stamp), so an agent cannot tell which path served it. Writes never come here: the router
 sends only tools the policy classifies as reads, and ``GatedTools.read`` checks again.
@@ -44,6 +45,7 @@ from mcp.types import (
 from mcp_types import methods
 from pydantic import ValidationError
 from starlette.requests import Request
+from starlette.responses import Response
 
 from voicegate.mcp import tool_list
 from voicegate.mcp.server import GatedTools
@@ -70,11 +72,12 @@ class ReadPass:
         """Whether a call of ``name`` only reads, by the operator's policy."""
         return self.tools.catalog.is_read(name)
 
-    async def answer(self, request: Request, decoded: Any) -> tuple[int, bytes] | None:
-        """The HTTP status and JSON body for the read in ``decoded``, or None to decline."""
+    async def answer(self, request: Request, decoded: Any) -> Response | None:
+        """The response to the read in ``decoded``, or None to decline it."""
         # The SDK's own order: transport security, Accept, envelope, routing headers, version.
-        if await self._security.validate_request(request, is_post=True) is not None:
-            return None
+        refused = await self._security.validate_request(request, is_post=True)
+        if refused is not None:
+            return refused  # the SDK's own refusal, logged once
         has_json, has_sse = check_accept_headers(request)
         if not (has_json and has_sse):
             return None
@@ -115,7 +118,7 @@ class ReadPass:
             return _error(call, ErrorData(code=INTERNAL_ERROR, message=message))
         if shaped.get("resultType") is None:
             shaped["resultType"] = "complete"
-        return _OK, _wire(JSONRPCResponse(jsonrpc="2.0", id=call.id, result=self._stamp(shaped)))
+        return _json(_OK, JSONRPCResponse(jsonrpc="2.0", id=call.id, result=self._stamp(shaped)))
 
     def _headers_agree(self, name: str, arguments: Any, headers: Mapping[str, str]) -> bool:
         """``Mcp-Param-*`` headers against the body, as the SDK checks them before a call."""
@@ -134,11 +137,13 @@ class ReadPass:
         return result
 
 
-def _error(call: JSONRPCRequest, error: ErrorData) -> tuple[int, bytes]:
+def _error(call: JSONRPCRequest, error: ErrorData) -> Response:
     status = ERROR_CODE_HTTP_STATUS.get(error.code, _OK)
-    return status, _wire(JSONRPCError(jsonrpc="2.0", id=call.id, error=error))
+    return _json(status, JSONRPCError(jsonrpc="2.0", id=call.id, error=error))
 
 
-def _wire(message: JSONRPCResponse | JSONRPCError) -> bytes:
+def _json(status: int, message: JSONRPCResponse | JSONRPCError) -> Response:
+    """The message as the SDK writes it: compact JSON, ``application/json``."""
     body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return json.dumps(body, separators=(",", ":")).encode()
+    content = json.dumps(body, separators=(",", ":"))
+    return Response(content, status_code=status, media_type="application/json")

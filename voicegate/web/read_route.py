@@ -21,13 +21,13 @@ from typing import Any, Protocol
 
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Bodies above this are not parsed twice just to pick a path; they take the default one.
 PEEK_LIMIT = 64 * 1024
 
 _VERSION_HEADER = b"mcp-protocol-version"
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
 class ReadAnswerer(Protocol):
@@ -37,8 +37,8 @@ class ReadAnswerer(Protocol):
         """Whether a call of the tool ``name`` only reads."""
         ...
 
-    async def answer(self, request: Request, decoded: Any) -> tuple[int, bytes] | None:
-        """The HTTP status and JSON body for the decoded request, or None to decline it."""
+    async def answer(self, request: Request, decoded: Any) -> Response | None:
+        """The response to the decoded request, or None to decline it."""
         ...
 
 
@@ -67,9 +67,9 @@ class ReadRoute:
         if held[-1]["type"] == "http.request" and size <= PEEK_LIMIT:
             decoded = _read_call(b"".join(m.get("body", b"") for m in held), self.reads.is_read)
             if decoded is not None:
-                answered = await self.reads.answer(Request(scope), decoded)
-                if answered is not None:
-                    await _send_json(send, *answered)
+                response = await self.reads.answer(Request(scope), decoded)
+                if response is not None:
+                    await response(scope, receive, send)
                     return
 
         async def replay() -> Message:
@@ -101,9 +101,3 @@ def _read_call(body: bytes, is_read: Callable[[str], bool]) -> dict[str, Any] | 
     params = decoded.get("params")
     name = params.get("name") if isinstance(params, dict) else None
     return decoded if isinstance(name, str) and is_read(name) else None
-
-
-async def _send_json(send: Send, status: int, body: bytes) -> None:
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
