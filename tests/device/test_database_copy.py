@@ -186,7 +186,7 @@ def open_code_hashes(db: Path) -> list[str]:
 
 def unkeyed_scrypt(code: str) -> bytes:
     """scrypt of a code under the fixed salt: what anyone could compute without the key."""
-    return hashlib.scrypt(code.encode(), salt=pairing._SALT, **pairing._SCRYPT)
+    return hashlib.scrypt(code.encode(), salt=pairing.SALT, **pairing.SCRYPT)
 
 
 def search(stored: str, candidate_keys: Iterable[bytes]) -> set[str]:
@@ -201,7 +201,7 @@ def search(stored: str, candidate_keys: Iterable[bytes]) -> set[str]:
         if stored in (slow.hex(), hashlib.sha256(code.encode()).hexdigest()):
             found.add(code)
         for key in keys:
-            derived = hmac.new(key, pairing._KEY_LABEL, hashlib.sha256).digest()
+            derived = hmac.new(key, pairing.KEY_LABEL, hashlib.sha256).digest()
             for pepper in (key, derived):
                 if hmac.new(pepper, slow, hashlib.sha256).hexdigest() == stored:
                     found.add(code)
@@ -223,7 +223,7 @@ async def test_an_open_pairing_code_cannot_be_searched_out_of_a_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(pairing, "CODE_DIGITS", SMALL_DIGITS)
-    monkeypatch.setattr(pairing, "_SCRYPT", CHEAP_SCRYPT)
+    monkeypatch.setattr(pairing, "SCRYPT", CHEAP_SCRYPT)
     services = sqlite_services
     keys = services.gate.receipt_keys
     code = await pairing.start_pairing(

@@ -24,12 +24,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from fastapi import FastAPI
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
+from voicegate.mcp.http_client import mcp_http_client
 from voicegate.mcp.notes import CRASH_ENV, PIDFILE_ENV
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec
@@ -87,7 +87,7 @@ async def agent_at(
 ) -> AsyncIterator[Client]:
     """An SDK client over Streamable HTTP to the gate at ``base``, with the bearer token."""
     headers = {"Authorization": f"Bearer {token}"}
-    async with create_mcp_http_client(headers=headers) as http:
+    async with mcp_http_client(headers) as http:
         transport = streamable_http_client(base + "/mcp", http_client=http)
         async with Client(transport, mode=mode, cache=None, **options) as client:
             yield client

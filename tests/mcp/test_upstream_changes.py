@@ -33,7 +33,7 @@ async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
     async with UpstreamPool(upstream("growing")) as pool:
         # Connecting returns only once the upstream acknowledged the change stream.
         await pool.list_tools()
-        assert pool._conn is not None and pool._conn.listening
+        assert pool.listening
         assert pool.cached_tools() is not None
         assert pool.protocol_version == "2026-07-28"
 

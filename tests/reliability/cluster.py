@@ -28,7 +28,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
 from tests.reliability.counter import EXECUTIONS_ENV, KILL_ENV
@@ -36,6 +35,7 @@ from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.gate.faults import FAULT_ENV
 from voicegate.gate.types import DeviceKind
+from voicegate.mcp.http_client import mcp_http_client
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store
 
@@ -93,7 +93,7 @@ class Served:
     async def agent(self) -> AsyncIterator[Client]:
         """An MCP SDK client over Streamable HTTP with the bearer token."""
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with create_mcp_http_client(headers=headers) as http:
+        async with mcp_http_client(headers) as http:
             transport = streamable_http_client(self.base + "/mcp", http_client=http)
             async with Client(transport, cache=None) as client:
                 yield client

@@ -4,7 +4,8 @@ The upstream is the notes server over stdio (``python -m voicegate.mcp.notes``).
 as its own process and the agent is the MCP SDK's client over Streamable HTTP; the direct path
 is the same SDK client over stdio to a second copy of the upstream. Reads alternate between the
 two paths, so a change in machine load hits both alike, and the added time is the median of the
-paired differences. ``confirm-gate-mcp`` 0.8.0 gates the same upstream for comparison; it is
+paired differences; the gate process's CPU time per read it served (from ``/proc``) is the
+figure load changes least. ``confirm-gate-mcp`` 0.8.0 gates the same upstream for comparison; it is
 installed from PyPI into its own virtual environment under the bench cache on first use.
 """
 
@@ -24,9 +25,9 @@ from typing import Any
 import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from voicegate.bench.measure import Options, median, ms
+from voicegate.mcp.http_client import mcp_http_client
 
 READ = "list_notes"
 # A read with an argument: the SDK checks a 2026-07-28 call's arguments against the tool's schema.
@@ -55,17 +56,23 @@ async def _run(options: Options) -> dict[str, Any]:
         "--port", "{port}", "--log-level", "warning",
     ]  # fmt: skip
     async with (
-        _server(gate_cmd, options.work / "p3-voicegate.log", "/healthz") as gate_url,
-        _server(floor_cmd, options.work / "p3-notes-http.log", "/mcp") as floor_url,
+        _server(gate_cmd, options.work / "p3-voicegate.log", "/healthz") as (gate_url, gate_pid),
+        _server(floor_cmd, options.work / "p3-notes-http.log", "/mcp") as (floor_url, _),
         _http_agent(gate_url + "/mcp") as gate,
         _http_agent(floor_url + "/mcp") as floor,
         Client(StdioServerParameters(command=UPSTREAM[0], args=list(UPSTREAM[1:]))) as direct,
     ):
         paths = {"gate": gate, "http_floor": floor, "direct": direct}
-        seconds = await _alternate(paths, reads, warmup=options.pick(10, 2))
+        warmup = options.pick(10, 2)
+        cpu_before = _cpu_seconds(gate_pid)
+        seconds = await _alternate(paths, reads, warmup=warmup)
         with_arg = await _alternate(
-            {"gate": gate, "direct": direct}, reads, warmup=options.pick(10, 2), call=READ_ARG
+            {"gate": gate, "direct": direct}, reads, warmup=warmup, call=READ_ARG
         )
+        cpu_after = _cpu_seconds(gate_pid)
+    if cpu_before is not None and cpu_after is not None:
+        # CPU time the gate process spent per read it served: its own work, whatever the load.
+        figures["gate_cpu_ms"] = ms((cpu_after - cpu_before) / (2 * (reads + warmup)))
     for name, values in seconds.items():
         figures[f"{name}_ms"] = median([ms(s) for s in values])
     figures["added_ms"] = _paired(seconds["gate"], seconds["direct"])
@@ -144,7 +151,7 @@ async def _confirm_gate(options: Options) -> dict[str, Any]:
         "--db", ":memory:", "--token", TOKEN, "--port", "{port}",
     ]  # fmt: skip
     async with (
-        _server(cmd, options.work / "p3-confirm-gate.log", "/approve") as url,
+        _server(cmd, options.work / "p3-confirm-gate.log", "/approve") as (url, _),
         _http_agent(url + "/mcp") as agent,
     ):
         await agent.call_tool(READ, {})
@@ -176,8 +183,9 @@ def _install(venv: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _server(command: Sequence[str], log: Path, probe: str) -> AsyncIterator[str]:
-    """Start ``command`` on a free port (``{port}`` in it); yield its base URL once it answers."""
+async def _server(command: Sequence[str], log: Path, probe: str) -> AsyncIterator[tuple[str, int]]:
+    """Start ``command`` on a free port (``{port}`` in it); yield its base URL and process id
+    once it answers."""
     port = _free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:
@@ -190,7 +198,7 @@ async def _server(command: Sequence[str], log: Path, probe: str) -> AsyncIterato
         base = f"http://127.0.0.1:{port}"
         try:
             await _wait_until_up(proc, base + probe, log)
-            yield base
+            yield base, proc.pid
         finally:
             proc.terminate()
             try:
@@ -218,10 +226,20 @@ async def _wait_until_up(proc: subprocess.Popen[bytes], url: str, log: Path) -> 
 async def _http_agent(url: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        mcp_http_client(headers) as http,
         Client(streamable_http_client(url, http_client=http), cache=None) as client,
     ):
         yield client
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process ``pid`` so far (Linux ``/proc``), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # utime and stime, fields 14 and 15 of proc(5), counted from the state field (3).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -241,6 +259,8 @@ def lines(figures: dict[str, Any]) -> list[str]:
         f"(same upstream over HTTP, no gate: {figures['http_floor_ms']:.2f} ms), "
         f"the gate itself {figures['gate_own_ms']:.2f} ms",
     ]
+    if "gate_cpu_ms" in figures:
+        out.append(f"gate process CPU per read served {figures['gate_cpu_ms']:.3f} ms")
     arg = figures["with_argument"]
     out.append(
         f"{arg['tool']} (one argument): through voicegate {arg['gate_ms']:.2f} ms, direct "

@@ -55,10 +55,10 @@ GLOBAL_LIMIT = 30
 MAX_NAME = 80
 # scrypt at n=2^14, r=8 costs about 16 MiB and 50 ms: nothing for one attempt that has already
 # passed the budgets, but hours for an offline search of all 10^8 codes.
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
-_SALT = b"voicegate-pairing-code-v1"
+SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+SALT = b"voicegate-pairing-code-v1"
 # Domain separation: the pairing key is never the key that signs receipts and tokens.
-_KEY_LABEL = b"voicegate pairing code key v1"
+KEY_LABEL = b"voicegate pairing code key v1"
 
 __all__ = [
     "PairingLimits",
@@ -92,12 +92,12 @@ def normalise_code(code: str) -> str:
 def pairing_key(keys: KeyRing) -> Secret:
     """This install's key for pairing-code hashes, derived from the newest signing key."""
     _, secret = keys.newest
-    return Secret(hmac.new(secret.reveal(), _KEY_LABEL, hashlib.sha256).digest())
+    return Secret(hmac.new(secret.reveal(), KEY_LABEL, hashlib.sha256).digest())
 
 
 def hash_code(code: str, keys: KeyRing) -> str:
     """The stored form of a pairing code, keyed by ``keys``; the code itself is never stored."""
-    slow = hashlib.scrypt(normalise_code(code).encode("ascii", "replace"), salt=_SALT, **_SCRYPT)
+    slow = hashlib.scrypt(normalise_code(code).encode("ascii", "replace"), salt=SALT, **SCRYPT)
     return hmac.new(pairing_key(keys).reveal(), slow, hashlib.sha256).hexdigest()
 
 

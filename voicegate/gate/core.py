@@ -103,6 +103,10 @@ class Gate:
         """The sets still waiting for ``user``'s answer, oldest first."""
         return await proposals.open_for(self, user)
 
+    async def paired(self, user: str) -> bool:
+        """Whether ``user`` has a paired device that is not revoked, so someone can approve."""
+        return any(d.revoked_at is None for d in await self.store.devices.list(user))
+
     async def receipts(self, user: str | None = None) -> list[Receipt]:
         """Receipts of ``user`` (everyone when None), in chain order."""
         return await self.store.receipts.list(user)

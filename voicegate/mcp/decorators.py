@@ -131,7 +131,7 @@ class GatedServer:
     ) -> dict[str, Any]:
         try:
             # Asked before the set exists: once it does, the agent must learn its id.
-            paired = await self._paired()
+            paired = await self.gate.paired(self.user)
             pending = await self.gate.propose(
                 self.user,
                 [ActionRequest(tool=tool, arguments=arguments)],
@@ -149,7 +149,7 @@ class GatedServer:
             asked, chosen = choices.read_choice({"question": question, "options": options})
             requests = [self._checked(number, o) for number, o in enumerate(chosen, 1)]
             risks = {_risk(self._risks[r.tool], r.arguments) for r in requests}
-            paired = await self._paired()
+            paired = await self.gate.paired(self.user)
             pending = await self.gate.propose(
                 self.user,
                 requests,
@@ -175,10 +175,6 @@ class GatedServer:
                 Reason.BAD_ARGUMENTS, f"option {number}: arguments do not fit {option.tool}"
             ) from None
         return ActionRequest(tool=option.tool, arguments=arguments)
-
-    async def _paired(self) -> bool:
-        devices = await self.gate.store.devices.list(self.user)
-        return any(d.revoked_at is None for d in devices)
 
     def _reply(self, pending: PendingSet) -> dict[str, Any]:
         return replies.pending_reply(pending, approve_url=self.approve_url, now=self.clock())

@@ -14,6 +14,7 @@ from voicegate.reasons import NEXT_STEP, Reason
 
 __all__ = [
     "from_receipt",
+    "link_message",
     "pending_list",
     "pending_message",
     "pending_reply",
@@ -75,6 +76,13 @@ def pending_message(
     reply["message"] = NO_DEVICE_MESSAGE.format(user=user, approve_url=reply["approve_url"])
     reply["next_step"] = NEXT_STEP[Reason.NO_DEVICE]
     return reply
+
+
+def link_message(pending: PendingSet) -> str:
+    """What a client that shows links tells its user about a new set."""
+    if len(pending.actions) > 1:
+        return f"Choose one, or cancel, on your paired device: {pending.preview}"
+    return f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
 
 
 def pending_list(sets: list[PendingSet], *, approve_url: str, now: float) -> dict[str, Any]:

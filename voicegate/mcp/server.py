@@ -44,7 +44,7 @@ from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import PendingSet, Receipt, Risk, Status
 from voicegate.mcp import choices, replies, token_mode, tool_list
 from voicegate.mcp.catalog import Catalog
-from voicegate.mcp.policy import Classification, Mode
+from voicegate.mcp.policy import OWN_TOOLS, Classification, Mode
 from voicegate.observe import Events
 from voicegate.reasons import Reason
 from voicegate.text import storable
@@ -134,6 +134,17 @@ class GatedTools:
             self.events.refused(exc.reason, edge="mcp", tool=name)
             return _refusal(exc.reason, pending_id=exc.pending_id, detail=exc.detail)
 
+    async def read(self, name: str, arguments: dict[str, Any]) -> CallToolResult | None:
+        """A read's answer, as ``call_tool`` gives it; None when ``name`` is no listed read."""
+        try:
+            known = name not in OWN_TOOLS and await self.catalog.lookup(name) is not None
+            if not known or self.catalog.classify(name).write:
+                return None
+            return await self.catalog.pool.call_tool(name, arguments)
+        except Refused as exc:
+            self.events.refused(exc.reason, edge="mcp", tool=name)
+            return _refusal(exc.reason, pending_id=exc.pending_id, detail=exc.detail)
+
     async def _pending_status(self, pending_id: str) -> CallToolResult:
         try:
             pending = await self.gate.status(pending_id)
@@ -164,7 +175,7 @@ class GatedTools:
             if kind.risk is Risk.HIGH:
                 risk = Risk.HIGH
         requests = [ActionRequest(tool=o.tool, arguments=o.arguments) for o in options]
-        paired = await _has_device(self.gate, self.options.user)
+        paired = await self.gate.paired(self.options.user)
         pending = await self.gate.propose(
             self.options.user,
             requests,
@@ -199,7 +210,7 @@ class GatedTools:
             return await self._token(kind, arguments)
         # Asked before the set exists: a store that fails after it does must not tell the agent
         # "nothing ran" about a card the user can still approve.
-        paired = await _has_device(self.gate, self.options.user)
+        paired = await self.gate.paired(self.options.user)
         pending = await self.gate.propose(
             self.options.user,
             [ActionRequest(tool=kind.tool, arguments=arguments)],
@@ -238,7 +249,7 @@ class GatedTools:
         """At 2026-07-28: ask the client to show the approve page, then retry for the reply."""
         link = ElicitRequest(
             params=ElicitRequestURLParams(
-                message=_link_message(pending), url=self.options.approve_url
+                message=replies.link_message(pending), url=self.options.approve_url
             )
         )
         ask = InputRequiredResult(
@@ -260,7 +271,7 @@ class GatedTools:
             raise Refused(Reason.BAD_REQUEST, "requestState names another tool")
         if pending.status is Status.WAITING:
             try:
-                paired = await _has_device(self.gate, pending.user)
+                paired = await self.gate.paired(pending.user)
             except StoreUnavailable:  # the set exists: its id matters more than the pairing hint
                 paired = True
             return _reply(self._pending_message(pending, paired=paired))
@@ -312,7 +323,7 @@ class GatedTools:
         session = ctx.session
         if not session.can_send_request or not _renders_url_elicitation(session):
             return
-        message = _link_message(pending)
+        message = replies.link_message(pending)
         # A client that cannot show the link must never cost the agent its pending answer.
         try:
             with anyio.move_on_after(self.options.elicit_timeout):
@@ -350,17 +361,6 @@ def _renders_url_elicitation(session: ServerSession) -> bool:
     capabilities = session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     return elicitation is not None and elicitation.url is not None
-
-
-def _link_message(pending: PendingSet) -> str:
-    if len(pending.actions) > 1:
-        return f"Choose one, or cancel, on your paired device: {pending.preview}"
-    return f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
-
-
-async def _has_device(gate: Gate, user: str) -> bool:
-    """Whether ``user`` has a paired device that is not revoked, so someone can approve."""
-    return any(d.revoked_at is None for d in await gate.store.devices.list(user))
 
 
 def _version() -> str:

@@ -28,12 +28,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.client import ConnectMode
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from voicegate.errors import Refused
+from voicegate.mcp.http_client import mcp_http_client
 from voicegate.mcp.upstream_failures import Attempt, Failure, explain, watching
 from voicegate.reasons import Reason
 
@@ -212,6 +212,11 @@ class UpstreamPool:
         conn = self._conn
         return conn.client.protocol_version if conn is not None and conn.client else None
 
+    @property
+    def listening(self) -> bool:
+        """Whether the open session has an acknowledged ``subscriptions/listen`` stream."""
+        return self._conn is not None and self._conn.listening
+
     def _caching(self) -> bool:
         conn = self._conn
         return conn is not None and conn.hears_changes
@@ -294,9 +299,7 @@ class UpstreamPool:
         if spec.url:
             from mcp.client.streamable_http import streamable_http_client
 
-            http = await stack.enter_async_context(
-                create_mcp_http_client(headers=dict(spec.headers))
-            )
+            http = await stack.enter_async_context(mcp_http_client(spec.headers))
             target = streamable_http_client(spec.url, http_client=http)
         elif spec.command:
             target = StdioServerParameters(

@@ -44,6 +44,7 @@ from voicegate.housekeeping import keep_tidy
 from voicegate.limits import BodyLimit
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Policy
+from voicegate.mcp.read_pass import ReadPass
 from voicegate.mcp.server import GatedTools, GateOptions, build_server
 from voicegate.mcp.upstream import UpstreamError, UpstreamPool, UpstreamSpec
 from voicegate.observe import CONTENT_TYPE, Events
@@ -79,6 +80,7 @@ class Assembly:
     catalog: Catalog
     tools: GatedTools
     config: ServerConfig
+    reads: ReadPass
 
 
 def build_app(
@@ -127,8 +129,8 @@ def build_app(
         allowed_origins=config.origins(),
     )
     manager = StreamableHTTPSessionManager(app=server, security_settings=security)
-    # Agent reads at 2026-07-28 are answered as one JSON body, without the SSE deferral.
-    reads = StreamableHTTPSessionManager(app=server, json_response=True, security_settings=security)
+    # Agent reads at 2026-07-28 are answered by the gate itself, with the SDK's checks.
+    reads = ReadPass(tools, server, security)
     services = Services(
         store=store,
         gate=gate,
@@ -143,7 +145,7 @@ def build_app(
         ),
         events=events,
     )
-    assembly = Assembly(services, pool, catalog, tools, config)
+    assembly = Assembly(services, pool, catalog, tools, config, reads)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -163,7 +165,7 @@ def build_app(
                 logger.warning("%d interrupted writes settled", settled)
             tidy = asyncio.create_task(keep_tidy(gate, lease=config.release_lease))
             try:
-                async with manager.run(), reads.run():
+                async with manager.run():
                     yield
             finally:
                 tidy.cancel()
@@ -182,11 +184,7 @@ def build_app(
             "/mcp",
             endpoint=BearerGate(
                 BodyLimit(
-                    ReadRoute(
-                        StreamableHTTPASGIApp(manager),
-                        StreamableHTTPASGIApp(reads),
-                        catalog.is_read,
-                    ),
+                    ReadRoute(StreamableHTTPASGIApp(manager), reads),
                     MAX_MCP_BYTES,
                 ),
                 config.token,

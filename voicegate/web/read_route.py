@@ -1,50 +1,56 @@
-"""Which of the MCP SDK's two answer framings an agent's ``/mcp`` request gets.
+"""Which ``/mcp`` requests the gate answers itself: agent reads at 2026-07-28.
 
-At 2026-07-28 a request is one self-contained POST. By default the SDK answers it in SSE mode:
-the handler runs as a sibling task and the answer stays JSON unless the handler is still silent
-after 15 s, when the stream turns into SSE with keep-alive pings. That deferral costs a task
-group, two tasks and a stream per request (the gate's own share of a read in ``voicegate bench
-p3`` fell from 2.35 to 1.97 ms without it). A read sends nothing before its answer. So a
-``tools/call`` of a tool the gate treats as a read goes to a second session manager in JSON
-mode, which awaits the handler in the request's own task; every other request, and every
-request of the handshake era (whose sessions live in the first manager), takes the default path
-unchanged.
+At 2026-07-28 a request is one self-contained POST. A ``tools/call`` of a tool the policy
+treats as a read is handed to a ``ReadAnswerer`` (``voicegate.mcp.read_pass.ReadPass``), which
+runs the SDK's checks and calls the upstream over the pool's kept-alive session, without the
+SDK's per-request server machinery; it answers in one JSON body. Every other request, every
+request of the handshake era (whose sessions live in the SDK's session manager), and every
+read the answerer declines goes to the SDK's Streamable HTTP app unchanged, with its body.
 
-The choice is framing only. Whether the call is a read is decided again, by the policy, in the
-tools/call handler, so a misrouted write would still wait for the user. The trade: a read slower
-than a proxy's idle timeout gets no keep-alive pings while it runs.
+The choice is speed only. The answerer declines anything its checks would refuse, so the SDK
+gives the refusal it always gave, and it asks the policy again before calling, so a misrouted
+write still waits for the user. The trade: a read answered here gets no SSE keep-alive pings,
+so a read slower than a proxy's idle timeout could be cut by that proxy; writes keep them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from mcp.server.streamable_http import check_accept_headers
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# Bodies above this are not parsed twice just to pick a framing; they take the default path.
+# Bodies above this are not parsed twice just to pick a path; they take the default one.
 PEEK_LIMIT = 64 * 1024
 
 _VERSION_HEADER = b"mcp-protocol-version"
 
 
+class ReadAnswerer(Protocol):
+    """What answers reads: which tools only read, and the answer to one read."""
+
+    def is_read(self, name: str) -> bool:
+        """Whether a call of the tool ``name`` only reads."""
+        ...
+
+    async def answer(self, request: Request, decoded: Any) -> Response | None:
+        """The response to the decoded request, or None to decline it."""
+        ...
+
+
 class ReadRoute:
-    """ASGI app: agent reads at 2026-07-28 to ``reads_app``, everything else to ``app``.
+    """ASGI app: agent reads at 2026-07-28 to ``reads``, everything else to ``app``."""
 
-    ``is_read(name)`` says whether a call of the tool ``name`` only reads.
-    """
-
-    def __init__(self, app: ASGIApp, reads_app: ASGIApp, is_read: Callable[[str], bool]) -> None:
+    def __init__(self, app: ASGIApp, reads: ReadAnswerer) -> None:
         self.app = app
-        self.reads_app = reads_app
-        self.is_read = is_read
+        self.reads = reads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read the (already bounded) body of a modern POST, then hand it on to one of the two."""
+        """Read the (already bounded) body of a modern POST; answer a read, or hand it on."""
         if scope["type"] != "http" or scope.get("method") != "POST" or not _modern(scope):
             await self.app(scope, receive, send)
             return
@@ -58,27 +64,20 @@ class ReadRoute:
             size += len(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        target = self.app
         if held[-1]["type"] == "http.request" and size <= PEEK_LIMIT:
-            body = b"".join(m.get("body", b"") for m in held)
-            if self._reads(scope, body):
-                target = self.reads_app
+            decoded = _read_call(b"".join(m.get("body", b"") for m in held), self.reads.is_read)
+            if decoded is not None:
+                response = await self.reads.answer(Request(scope), decoded)
+                if response is not None:
+                    await response(scope, receive, send)
+                    return
 
         async def replay() -> Message:
             if held:
                 return held.pop(0)
             return await receive()
 
-        await target(scope, replay, send)
-
-    def _reads(self, scope: Scope, body: bytes) -> bool:
-        name = _called_tool(body)
-        if name is None or not self.is_read(name):
-            return False
-        # Only what the default path would also accept: JSON mode alone takes a client that
-        # cannot read SSE, and a read must not answer where a write would be refused.
-        has_json, has_sse = check_accept_headers(Request(scope))
-        return has_json and has_sse
+        await self.app(scope, replay, send)
 
 
 def _modern(scope: Scope) -> bool:
@@ -89,8 +88,8 @@ def _modern(scope: Scope) -> bool:
     return False
 
 
-def _called_tool(body: bytes) -> str | None:
-    """The tool a single JSON-RPC ``tools/call`` request names, or None for anything else."""
+def _read_call(body: bytes, is_read: Callable[[str], bool]) -> dict[str, Any] | None:
+    """The decoded body when it is a single JSON-RPC ``tools/call`` of a read, else None."""
     try:
         decoded: Any = json.loads(body)
     except (ValueError, RecursionError):
@@ -101,4 +100,4 @@ def _called_tool(body: bytes) -> str | None:
         return None
     params = decoded.get("params")
     name = params.get("name") if isinstance(params, dict) else None
-    return name if isinstance(name, str) else None
+    return decoded if isinstance(name, str) and is_read(name) else None
