@@ -15,7 +15,9 @@ So the score of a query against one stored recording is:
    ranked by the ``QUICK`` loudest windows alone; the best two are refined in ``FINE`` steps
    (0.125 %); the three best get step 4.
 3. The query is cut into 32 ms windows every 16 ms; each window's normalised correlation with
-   the stored waveform is taken at every lag, interpolated between samples.
+   the stored waveform is taken at every lag and every half lag, and interpolated between
+   those. Whole lags alone are too coarse for a band reaching 1.6 kHz at 4 kHz: a copy that
+   lands half a sample off read 0.92 where one on the sample read 0.997.
 4. A path through the windows picks one lag each: the next window's lag follows the last one
    within ``TIGHT`` samples for free, or jumps up to ``JUMP`` samples (a WSOLA seam) at a cost
    of ``PENALTY`` window weights. Two paths are taken, at the best scale: one for the
@@ -48,6 +50,7 @@ from scipy.ndimage import maximum_filter1d
 from scipy.signal import butter, resample_poly, sosfilt, sosfilt_zi
 
 Floats = npt.NDArray[np.float64]
+Singles = npt.NDArray[np.float32]
 
 RATE = 4000  # the fingerprint's sample rate (fingerprint.RATE)
 _COMMON = butter(6, [360.0, 1600.0], btype="bandpass", fs=RATE, output="sos")
@@ -70,10 +73,8 @@ CLOSE_THRESHOLD = 0.70
 NEAR = 0.9  # window correlation from which a window starts to count as near-exact
 UP = 4  # the query is oversampled this much once, then read at each scale
 CANDIDATES = 4  # shortlisted recordings given the full score, ranked by ``rank``
-ENVELOPE_CANDIDATES = 16  # the envelope ranking's best, ranked again by ``rank`` on windows
 RANK_SCALES = np.exp(np.linspace(np.log(0.915), np.log(1.09), 9))  # 2.2 % apart
 RANK_WINDOWS = 4  # loudest windows per scale in that ranking
-ENVELOPE_SCALES = (0.92, 0.96, 1.0, 1.04, 1.08)  # time scales the ranking tries
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,38 +111,10 @@ def _band(x: Floats) -> Floats:
     return np.asarray(y[::-1][PAD:-PAD], dtype=np.float64)
 
 
-def rank_envelopes(
-    query: Floats | npt.NDArray[np.float32], envelopes: list[npt.NDArray[np.float32]], k: int
-) -> list[int]:
-    """Indices of the ``k`` envelopes (bands x frames) that line up best with the query's at
-    one of ``ENVELOPE_SCALES``: the candidates worth ranking again by ``rank``."""
-    if not envelopes:
-        return []
-    longest = max(e.shape[1] for e in envelopes)
-    frames = query.shape[1]
-    size = 1 << (int(frames / ENVELOPE_SCALES[0]) + longest + 1).bit_length()
-    block = np.zeros((len(envelopes), query.shape[0], longest))
-    for r, env in enumerate(envelopes):
-        block[r, :, : env.shape[1]] = env
-    stored = np.fft.rfft(block, size, axis=2)
-    best = np.full(len(envelopes), -np.inf)
-    for scale in ENVELOPE_SCALES:
-        n = max(round(frames * scale), 1)
-        at = np.linspace(0.0, frames - 1.0, n)
-        scaled = np.stack([np.interp(at, np.arange(frames), band) for band in query])
-        scaled -= scaled.mean(axis=1, keepdims=True)
-        norm = float(np.linalg.norm(scaled))
-        if norm == 0.0:
-            continue
-        q = np.conj(np.fft.rfft(scaled / norm, size, axis=1))
-        corr = np.fft.irfft(np.einsum("rbf,bf->rf", stored, q), size, axis=1)
-        best = np.maximum(best, corr.max(axis=1))
-    return [int(i) for i in np.argsort(-best)[:k]]
-
-
 def rank(query: npt.NDArray[np.float32], stored: list[Floats], k: int) -> list[int]:
     """Indices of the ``k`` prepared waveforms that the query's loudest windows match best at
-    one of ``RANK_SCALES``: a cheaper ``score`` that keeps the original among the first few."""
+    one of ``RANK_SCALES``: a cheaper ``score`` that keeps the original among the first few.
+    The windows' spectra are taken once for each FFT size, not once for each waveform."""
     if len(query) < 2 * WINDOW or not stored:
         return []
     fine = resample_poly(np.asarray(query, dtype=np.float64), UP, 1)
@@ -228,9 +201,7 @@ def _rescaled(fine: Floats, r: float, band: bool = True) -> Floats:
     n = int((len(fine) / UP - 1) / r)
     at = np.arange(n) * (r * UP)
     x = np.interp(at, np.arange(len(fine)), fine)
-    if not band:
-        return x
-    return _band(x)
+    return _band(x) if band else np.asarray(x, dtype=np.float64)
 
 
 def _windows(x: Floats) -> tuple[Floats, Floats]:
@@ -241,7 +212,7 @@ def _windows(x: Floats) -> tuple[Floats, Floats]:
 
 def _correlations(
     frames: Floats, target: _Stored, spectra: npt.NDArray[np.complex64] | None = None
-) -> Floats:
+) -> Singles:
     """Normalised correlation of each window with the stored waveform at every lag and every
     half lag (index ``2 * k`` is lag ``k``, ``2 * k + 1`` lag ``k + 1/2``).
 
@@ -266,7 +237,7 @@ def _spectra(frames: Floats, size: int) -> npt.NDArray[np.complex64]:
     return np.asarray(fft.rfft(frames.astype(np.float32), size, axis=1), np.complex64)
 
 
-def _refined(out: Floats) -> Floats:
+def _refined(out: Singles) -> Floats:
     """For every whole lag, the highest correlation within half a sample of it: each point of
     the half-lag grid raised to the peak of the parabola through its neighbours, where one
     lies there, and the best of the three points nearest the lag kept."""
@@ -276,14 +247,14 @@ def _refined(out: Floats) -> Floats:
     return np.asarray(np.maximum(np.maximum(raised[:, 0::2], raised[:, 1::2]), before), np.float64)
 
 
-def _parabola(left: Floats, mid: Floats, right: Floats) -> Floats:
+def _parabola(left: Singles, mid: Singles, right: Singles) -> Singles:
     curve = left - 2 * mid + right
     safe = np.where(curve < 0, curve, -1.0)
     shift = np.where(curve < 0, 0.5 * (left - right) / safe, 0.0)
     return np.where(np.abs(shift) <= 0.5, mid - 0.25 * (left - right) * shift, mid)
 
 
-def _peaks(out: Floats) -> Floats:
+def _peaks(out: Singles) -> Floats:
     """Each row's highest correlation, refined between samples (``_refined`` at the peak)."""
     k = np.argmax(out, axis=1)
     rows = np.arange(len(out))
