@@ -16,8 +16,8 @@ So the score of a query against one stored recording is:
    (0.125 %); the three best get step 4.
 3. The query is cut into 32 ms windows every 16 ms; each window's normalised correlation with
    the stored waveform is taken at every lag and every half lag, and interpolated between
-   those. Whole lags alone are too coarse for a band reaching 1.6 kHz at 4 kHz: a copy that
-   lands half a sample off read 0.92 where one on the sample read 0.997.
+   those. Whole lags alone are too coarse for a band reaching 1.6 kHz at 4 kHz: read at its
+   exact scale, a speed replay's mean was 0.997 on the sample and 0.924 half a sample off.
 4. A path through the windows picks one lag each: the next window's lag follows the last one
    within ``TIGHT`` samples for free, or jumps up to ``JUMP`` samples (a WSOLA seam) at a cost
    of ``PENALTY`` window weights. Two paths are taken, at the best scale: one for the
@@ -218,9 +218,8 @@ def _correlations(
 
     The half lags come from the same spectrum read back at twice the length, exact for a band
     below 2 kHz. A parabola through whole lags alone underestimates a peak that lies between
-    them: with the band reaching 1.6 kHz a copy half a sample off read 0.92 instead of 0.997
-    (docs/voice.md), and which fraction a replay lands on is chance. ``spectra``: the
-    windows' spectra at ``target.size``, when the caller has them already.
+    them (module docstring, step 3), and which fraction of a sample a replay lands on is
+    chance. ``spectra``: the windows' spectra at ``target.size``, when the caller has them.
     """
     if spectra is None:
         spectra = _spectra(frames, target.size)
