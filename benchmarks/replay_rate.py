@@ -146,7 +146,7 @@ def replays(corpus: Path, speakers: list[str], step: int, only: str = "") -> Non
     print(f"# {len(chosen)} clips of {', '.join(speakers)}, each against its speaker's library")
     print(f"exact threshold {THRESHOLD}; refused as reused at each rate threshold:\n")
     rules: list[tuple[float, float | None]] = [(t, None) for t in RATE_THRESHOLDS]
-    rules.append((rescaled.THRESHOLD, CLOSE_THRESHOLD))
+    rules.extend((rescaled.THRESHOLD, k) for k in sorted({0.70, 0.72, CLOSE_THRESHOLD}))
     names = [f"mean {t}" if k is None else f"mean {t} or share {k}" for t, k in rules]
     print("| change | exact stage | " + " | ".join(names) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in rules) + " |")

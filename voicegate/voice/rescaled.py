@@ -67,9 +67,10 @@ PENALTY = 0.25  # window weights one seam costs
 QUICK = 8  # loudest windows that rank the scales before the full path
 PATHS = 3  # best-ranked scales that get the full path
 THRESHOLD = 0.95  # Score.mean
-# Score.close: the highest pair of distinct takes of the fit speakers scored 0.693 (half of the
-# pairs of jackson and theo, docs/voice.md); the next round value above it.
-CLOSE_THRESHOLD = 0.70
+# Score.close: the highest pair of distinct takes of the fit speakers scored 0.7005 (a quarter of
+# the pairs of jackson and theo, docs/voice.md; 0.693 before the half lags); the next round
+# value above it.
+CLOSE_THRESHOLD = 0.71
 NEAR = 0.9  # window correlation from which a window starts to count as near-exact
 UP = 4  # the query is oversampled this much once, then read at each scale
 CANDIDATES = 4  # shortlisted recordings given the full score, ranked by ``rank``
