@@ -21,9 +21,9 @@ So the score of a query against one stored recording is:
 4. A path through the windows picks one lag each: the next window's lag follows the last one
    within ``TIGHT`` samples for free, or jumps up to ``JUMP`` samples (a WSOLA seam) at a cost
    of ``PENALTY`` window weights. Two paths are taken, at the best scale: one for the
-   energy-weighted mean correlation (``Score.mean``), one for the energy-weighted share of
-   near-exact windows (``Score.close``: a window counts 0 at a correlation of ``NEAR`` or less,
-   rising linearly to 1 at 1.0).
+   energy-weighted mean correlation (``Score.mean``, at whole lags, as its threshold was
+   fitted), one for the energy-weighted share of near-exact windows (``Score.close``: a
+   window counts 0 at a correlation of ``NEAR`` or less, rising linearly to 1 at 1.0).
 
 Why two: a new take of the same vowel by the same voice correlates well window by window
 (0.9 and more), so its mean can come close to a replay's; but only a copy has many windows that
@@ -67,9 +67,9 @@ PENALTY = 0.25  # window weights one seam costs
 QUICK = 8  # loudest windows that rank the scales before the full path
 PATHS = 3  # best-ranked scales that get the full path
 THRESHOLD = 0.95  # Score.mean
-# Score.close: the highest pair of distinct takes of the fit speakers scored 0.7005 (a quarter of
-# the pairs of jackson and theo, docs/voice.md; 0.693 before the half lags); the next round
-# value above it.
+# Score.close: the highest pair of distinct takes of the fit speakers scored 0.7005 (half of the
+# pairs of jackson and theo, docs/voice.md; 0.693 before the half lags); the next round value
+# above it.
 CLOSE_THRESHOLD = 0.71
 NEAR = 0.9  # window correlation from which a window starts to count as near-exact
 UP = 4  # the query is oversampled this much once, then read at each scale
@@ -177,7 +177,7 @@ def score(query: npt.NDArray[np.float32], stored: Floats) -> Score:
     fine = resample_poly(wave, UP, 1)
     # The scales are ranked on the query band-passed once, before it is rescaled: the band's
     # edges move by the scale (at most 9 %), which the ranking does not need to see, and the
-    # filter on every rescaled copy was a third of a score's time.
+    # filter on every rescaled copy was a quarter of a score's time.
     banded = resample_poly(_band(wave), UP, 1)
     target = _Stored(stored)
     coarse = [float(r) for r in SCALES]
