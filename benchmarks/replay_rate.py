@@ -68,7 +68,9 @@ def sox(path: Path, effect: list[str]) -> bytes:
         return out.read_bytes()
 
 
-def negatives(corpus: Path, speakers: list[str], every: int = 1, offset: int = 0) -> None:
+def negatives(
+    corpus: Path, speakers: list[str], every: int = 1, offset: int = 0, save: Path | None = None
+) -> None:
     """False flags of both stages over every same-speaker, same-digit pair of distinct takes."""
     groups: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for f in sorted(corpus.glob("*.wav"), key=lambda p: p.stem):
@@ -97,6 +99,12 @@ def negatives(corpus: Path, speakers: list[str], every: int = 1, offset: int = 0
         mean.append(found.mean)
         close.append(found.close)
     seconds = time.perf_counter() - started
+    if save is not None:
+        lines = [
+            f"{u}\t{s}\t{x:.4f}\t{m:.4f}\t{k:.4f}"
+            for (u, s), x, m, k in zip(pairs, exact, mean, close, strict=True)
+        ]
+        save.write_text("upload\tstored\texact\tmean\tshare\n" + "\n".join(lines) + "\n")
     e, r, c = np.array(exact), np.array(mean), np.array(close)
     n = len(e)
     print(
@@ -112,7 +120,8 @@ def negatives(corpus: Path, speakers: list[str], every: int = 1, offset: int = 0
     print("\n| mean threshold | share threshold | rate stage flags | either stage (false flags) |")
     print("| --- | --- | --- | --- |")
     mean_only: list[tuple[float, float | None]] = [(t, None) for t in RATE_THRESHOLDS]
-    rows = mean_only + [(rescaled.THRESHOLD, t) for t in CLOSE_THRESHOLDS]
+    shares = sorted({*CLOSE_THRESHOLDS, CLOSE_THRESHOLD})
+    rows = mean_only + [(rescaled.THRESHOLD, t) for t in shares]
     for t, k in rows:
         rate = (r >= t) | (c >= k) if k is not None else r >= t
         both = int(np.sum((e >= THRESHOLD) | rate))
@@ -137,7 +146,7 @@ def replays(corpus: Path, speakers: list[str], step: int, only: str = "") -> Non
     print(f"# {len(chosen)} clips of {', '.join(speakers)}, each against its speaker's library")
     print(f"exact threshold {THRESHOLD}; refused as reused at each rate threshold:\n")
     rules: list[tuple[float, float | None]] = [(t, None) for t in RATE_THRESHOLDS]
-    rules.append((rescaled.THRESHOLD, CLOSE_THRESHOLD))
+    rules.extend((rescaled.THRESHOLD, k) for k in sorted({0.70, 0.72, CLOSE_THRESHOLD}))
     names = [f"mean {t}" if k is None else f"mean {t} or share {k}" for t, k in rules]
     print("| change | exact stage | " + " | ".join(names) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in rules) + " |")
@@ -198,10 +207,11 @@ def main() -> int:
     parser.add_argument("--only", default="", help="replays: only the changes naming this")
     parser.add_argument("--every", type=int, default=1, help="negatives: every n-th pair")
     parser.add_argument("--offset", type=int, default=0, help="negatives: the first pair")
+    parser.add_argument("--scores", type=Path, help="negatives: write every pair's scores here")
     args = parser.parse_args()
     speakers = args.speakers.split(",")
     if args.part == "negatives":
-        negatives(args.corpus, speakers, args.every, args.offset)
+        negatives(args.corpus, speakers, args.every, args.offset, args.scores)
     elif args.part == "replays":
         replays(args.corpus, speakers, args.step, args.only)
     else:

@@ -12,9 +12,9 @@ energy envelopes of four sub-bands of all of them at once (one batched FFT); onl
 catches identical bytes before either stage.
 
 A speed, pitch or tempo change breaks the sample-for-sample match, so when the exact stage
-finds nothing, the shortlist is ranked again for a rate change (``rescaled.rank_envelopes``:
-envelopes at five time scales, the best 16; ``rescaled.rank``: the query's loudest windows at
-nine scales, the best 4), and those 4 are scored by ``voicegate.voice.rescaled`` (time-scaled
+finds nothing, the shortlist is ranked again for a rate change (``rescaled.rank``: the query's
+loudest windows at nine scales against each waveform, the best 4), and those 4 are scored by
+``voicegate.voice.rescaled`` (time-scaled
 versions of the query against each, window by window: the mean correlation and the share of
 near-exact windows on the best path, either at its threshold a reuse).
 
@@ -227,18 +227,16 @@ class Library:
     def rate_scores(
         self, query: Print, candidates: list[int]
     ) -> Iterator[tuple[int, rescaled.Score]]:
-        """The rate stage's scores of the best-ranked of ``candidates``, best-ranked first."""
-        envelopes = [self.prints[i].envelope for i in candidates]
-        near = [
-            candidates[i]
-            for i in rescaled.rank_envelopes(
-                query.envelope, envelopes, rescaled.ENVELOPE_CANDIDATES
-            )
-        ]
+        """The rate stage's scores of the best-ranked of ``candidates``, best-ranked first.
+
+        Every candidate is ranked on its waveform (``rescaled.rank``): 100 takes of the same
+        word by the same voice have envelopes too alike to rank a replay's original among the
+        first few by them (docs/voice.md, "the rate stage").
+        """
         # Prepared on each use, not kept: 0.2 ms each, and memory stays one int8 per sample.
-        prepared = [rescaled.prepare(self.prints[i].wave) for i in near]
+        prepared = [rescaled.prepare(self.prints[i].wave) for i in candidates]
         for pick in rescaled.rank(query.wave, prepared, rescaled.CANDIDATES):
-            yield near[pick], rescaled.score(query.wave, prepared[pick])
+            yield candidates[pick], rescaled.score(query.wave, prepared[pick])
 
     def shortlist(self, query: Print, size: int = SHORTLIST) -> list[int]:
         """Indices of the ``size`` stored recordings whose envelopes line up best with the query."""
