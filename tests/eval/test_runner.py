@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from tests.device.test_enrol import take
 from voicegate.cli import eval as eval_cli
 from voicegate.cli import main
 from voicegate.eval import local, outputs, runner
@@ -166,14 +167,9 @@ def test_the_eval_defaults_to_the_servers_model_and_language() -> None:
 
 
 def synthetic_take(path: Path, pitch: float, seed: int) -> None:
-    """One synthetic "word" (a harmonic glide with its own length and vibrato) as a WAV file."""
-    rng = np.random.default_rng(seed)
-    n = int(16_000 * rng.uniform(0.45, 0.65))
-    t = np.arange(n) / 16_000
-    wobble = 1 + 0.03 * np.sin(2 * np.pi * rng.uniform(3, 7) * t + rng.uniform(0, 6.3))
-    phase = 2 * np.pi * np.cumsum(pitch * (1 + rng.uniform(0.4, 0.8) * t) * wobble) / 16_000
-    tone = sum(np.sin(k * phase) / k for k in range(1, 6)) * np.sin(np.pi * t / t[-1])
-    sf.write(path, (0.3 * tone + 0.01 * rng.standard_normal(n)).astype(np.float32), 16_000)
+    """One synthetic "word" as a WAV file (``tests.device.test_enrol.take``: a harmonic glide
+    with its own length, vibrato and harmonic phases)."""
+    path.write_bytes(take(pitch, seed))
 
 
 def enrolment_manifest(tmp_path: Path) -> list[Case]:
