@@ -381,6 +381,8 @@ def main() -> int:
     f = sub.add_parser("fused")
     f.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     f.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
+    f.add_argument("--fit-set", choices=("taught", "inside"), default="taught",
+                   help="fit on every taught winner, or only those inside a radius")  # fmt: skip
     f.add_argument("--json", default=None)
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)

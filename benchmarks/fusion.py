@@ -1,9 +1,9 @@
 """The fused probability of a personal answer: its weights, fitted on real speech.
 
     .venv/bin/python benchmarks/calibrate.py hear --model tiny.en \
-        --cache bench-out/hear-tiny-prompted.jsonl --fsdd-takes 50 --per-word 0
+        --cache bench-out/hear-tiny-prompted-takes30.jsonl --fsdd-takes 30 --per-word 0
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py fused \
-        --cache bench-out/hear-tiny-prompted.jsonl
+        --cache bench-out/hear-tiny-prompted-takes30.jsonl
 
 Per FSDD speaker, takes 0-2 of "one".."five" are enrolled and every other take is decided on
 five open cards, through the server's own ``decision.decide`` and ``decision.fuse``.
@@ -12,11 +12,12 @@ five open cards, through the server's own ``decision.decide`` and ``decision.fus
    logistic regression of "the recogniser's winner is what was said" on the two template
    features ``decision.fusion_evidence`` gives for that winner (log of the nearest other taught
    meaning's distance over the winner's own, below 0 when another card is nearer; log of the
-   winner's radius over its distance), over every decided take whose winner is a card and
-   about which the templates say anything (inside some taught meaning's radius), whatever the
-   recogniser's probability. Newton's method with a small ridge (``RIDGE``). Less the log-odds
-   of that set's base rate, it is the log of the likelihood ratio the templates give for the
-   recogniser's winner. The fused log-odds are then the recogniser's log-odds plus that
+   winner's radius over its distance), over every decided take whose winner is a taught card,
+   at every distance and whatever the recogniser's probability (``--fit-set inside``: only
+   those inside some taught meaning's radius, where the ratio is used; measured too one-sided
+   to fit on, 1 wrong winner of 70). Newton's method with a small ridge (``RIDGE``). Less the
+   log-odds of that set's base rate, it is the log of the likelihood ratio the templates give
+   for the recogniser's winner. The fused log-odds are then the recogniser's log-odds plus that
    (Bayes' rule, the two taken as independent given what was said): ``combined``.
 2. **No threshold of its own.** The fused probability is read against the card threshold the
    recogniser alone is held to (``Calibration.card``).
@@ -82,16 +83,17 @@ def fused(
     return decision.fuse(v, hyps, said, taught(row, hard), Stage.CHOOSE, cal, enrol.CARDS)
 
 
-def evidence(rows: list[Row]) -> tuple[np.ndarray, np.ndarray]:
+def evidence(rows: list[Row], anywhere: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The templates' fitting set, calibration split only: for every decided take whose
-    recogniser's winner is a card the templates say anything about, the two template features
-    for that card (after a column of ones) and whether it is what was said."""
+    recogniser's winner is a taught card (``anywhere`` False: only where the templates say
+    anything about it, inside some taught meaning's radius), the two template features for that
+    card (after a column of ones) and whether it is what was said."""
     xs, ys = [], []
     for row in rows:
         t, v = row[0], row[3]
         if t.speaker not in enrol.CALIBRATION or v.winner is None or not v.winner.releases:
             continue
-        e = decision.fusion_evidence(0.5, taught(row, hard=False), v.winner)
+        e = decision.fusion_evidence(0.5, taught(row, hard=False), v.winner, anywhere)
         if e is None:
             continue
         xs.append((1.0, e[1], e[2]))
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     takes = enrol.load()
     rows = enrol.fused_rows(enrol.nearest_table(takes, args.takes), Path(args.cache))
     print(f"{len(rows)} decided takes heard by the recogniser", file=sys.stderr)
-    x, y = evidence(rows)
+    x, y = evidence(rows, args.fit_set == "taught")
     a, b, c = fit_weights(x, y)
     weights = combined((a, b, c), float(y.mean()))
     limits = (round(float(x[:, 1].max()), 3), round(float(x[:, 2].max()), 3))

@@ -202,6 +202,8 @@ def test_the_templates_evidence_is_the_winner_s_own_distance_against_every_other
     assert fusion_evidence(0.5, templates, CONFIRM) is None  # never taught
     assert fusion_evidence(0.5, taught({TWO: 1.0}), TWO) is None  # nothing else to beat
     assert fusion_evidence(0.5, taught({TWO: 2.0, THREE: 2.0}), TWO) is None  # far from all
+    far = fusion_evidence(0.5, taught({TWO: 2.0, THREE: 2.0}), TWO, anywhere=True)
+    assert far == (0.0, 0.0, math.log(0.5))  # the fit's set spans every distance
 
 
 def test_the_fused_probability_rises_with_a_clearer_nearer_template() -> None:

@@ -294,7 +294,7 @@ _BOUND = 1e-6
 
 
 def fusion_evidence(
-    probability: float, taught: Taught, meaning: Decision
+    probability: float, taught: Taught, meaning: Decision, anywhere: bool = False
 ) -> tuple[float, float, float] | None:
     """What the fused probability weighs for ``meaning``: the recogniser's log-odds for it,
     log(other / distance), where ``distance`` is that of the nearest template of ``meaning``
@@ -304,7 +304,8 @@ def fusion_evidence(
 
     None when the templates say nothing about it: the answer lies outside every taught
     meaning's radius (far from all of them), ``meaning`` was not taught or has no radius (one
-    take), or no other meaning was taught (beating nothing is no evidence).
+    take), or no other meaning was taught (beating nothing is no evidence). ``anywhere`` drops
+    the first of those (the fit's set, ``benchmarks/fusion.py``, spans every distance).
     """
     distances, radii = taught.distances, taught.radii
     d1 = distances.get(meaning, math.inf)
@@ -312,7 +313,7 @@ def fusion_evidence(
     radius = radii.get(meaning, 0.0)
     if not (0.0 < d1 < math.inf and 0.0 < d2 < math.inf and 0.0 < radius < math.inf):
         return None
-    if not any(d <= radii.get(m, 0.0) for m, d in distances.items()):
+    if not anywhere and not any(d <= radii.get(m, 0.0) for m, d in distances.items()):
         return None
     p = min(max(probability, _BOUND), 1.0 - _BOUND)
     return math.log(p / (1.0 - p)), math.log(d2 / d1), math.log(radius / d1)
