@@ -45,7 +45,7 @@ import numpy.typing as npt
 from voicegate.errors import AudioRefused
 from voicegate.gate.types import Stage
 from voicegate.voice import audio, calibration, consent, templates
-from voicegate.voice.pipeline import LEXICONS, SPOKEN
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN
 from voicegate.voice.transcribe import Hearing, Utterance
 
 CORPUS = calibrate.CORPUS / "fsdd"

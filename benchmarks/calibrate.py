@@ -111,10 +111,11 @@ def hear(args: argparse.Namespace) -> int:
     cache = Path(args.cache)
     cache.parent.mkdir(parents=True, exist_ok=True)
     done = {json.loads(line)["id"] for line in cache.open()} if cache.exists() else set()
+    index, count = args.shard
     todo = [
         c
-        for c in clips(args.fsdd_takes, args.per_word)
-        if c.id not in done and (not args.calibration_only or c.calibration)
+        for n, c in enumerate(clips(args.fsdd_takes, args.per_word))
+        if c.id not in done and (not args.calibration_only or c.calibration) and n % count == index
     ]
     print(f"{len(done)} cached, {len(todo)} to hear", file=sys.stderr)
     started = time.perf_counter()
@@ -273,6 +274,18 @@ def summarise(rows: list[tuple[Clip, int, str]], need: float, kind: str) -> dict
     return {"threshold": need, "groups": {k: dict(v) for k, v in groups.items()}}
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``--shard I/N``: 0 <= I < N."""
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a shard is I/N, not {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"a shard I/N needs 0 <= I < N, not {text!r}")
+    return i, n
+
+
 def main() -> int:
     """Command line: hear or fit."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -294,6 +307,13 @@ def main() -> int:
         p.add_argument("--json", default=None)
         p.add_argument("--support-sweep", action="store_true")
         p.add_argument("--calibration-only", action="store_true", help="only the fitting split")
+        p.add_argument(
+            "--shard",
+            type=_shard,
+            default=(0, 1),
+            help="I/N: hear only every Nth clip from the Ith (0-based), so N processes, each "
+            "with its own --cache, share the clips; concatenate the caches afterwards",
+        )
     args = parser.parse_args()
     return hear(args) if args.command == "hear" else fit(args)
 

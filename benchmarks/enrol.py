@@ -53,8 +53,16 @@ class Take:
     features: templates.Matrix
 
 
-# One decided take: the take, the transcript's reading, the hypotheses, the verdict, the match.
-Row = tuple[Take, Decision, list[decision.Hypothesis], decision.Verdict, templates.Match]
+# One decided take: the take, the transcript's reading, the hypotheses, the verdict, the match
+# and the radius of each meaning its speaker taught.
+Row = tuple[
+    Take,
+    Decision,
+    list[decision.Hypothesis],
+    decision.Verdict,
+    templates.Match,
+    dict[Decision, float],
+]
 
 
 def load(speakers: tuple[str, ...] | None = None) -> list[Take]:
@@ -206,7 +214,8 @@ def fused_rows(
     near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
     cache: Path,
 ) -> list[Row]:
-    """Per decided take that the recogniser heard: transcript, hypotheses, verdict, match."""
+    """Per decided take that the recogniser heard: transcript, hypotheses, verdict, match and
+    its speaker's radii."""
     import calibrate  # the cached hearings and the server's own hypothesis code
 
     heard = calibrate.load(cache)
@@ -215,6 +224,7 @@ def fused_rows(
     rows = []
     for _speaker, (enrolled, takes) in near.items():
         r = templates.radii(enrolled)
+        radius = {meaning: each.radius for meaning, each in r.items()}
         for t, nearest in takes:
             h = heard.get(t.id)
             if h is None:
@@ -222,11 +232,11 @@ def fused_rows(
             m = templates.judge(nearest, r)
             if h.refusal is not None:
                 v = decision.Verdict(Decision(Kind.REFUSE, reason=h.refusal), 0.0, "recogniser")
-                rows.append((t, v.decision, [], v, m))
+                rows.append((t, v.decision, [], v, m, radius))
                 continue
             said, hyps = calibrate.verdicts(h, readings, CARDS, Stage.CHOOSE)
             v = decision.decide(hyps, said, Stage.CHOOSE, shipped, CARDS)
-            rows.append((t, said, hyps, v, m))
+            rows.append((t, said, hyps, v, m, radius))
     return rows
 
 
@@ -371,6 +381,8 @@ def main() -> int:
     f = sub.add_parser("fused")
     f.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     f.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
+    f.add_argument("--fit-set", choices=("taught", "inside"), default="taught",
+                   help="fit on every taught winner, or only those inside a radius")  # fmt: skip
     f.add_argument("--json", default=None)
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)

@@ -1,25 +1,28 @@
 """The fused probability of a personal answer: its weights, fitted on real speech.
 
     .venv/bin/python benchmarks/calibrate.py hear --model tiny.en \
-        --cache bench-out/hear-tiny-prompted.jsonl --fsdd-takes 50 --per-word 0
+        --cache bench-out/hear-tiny-prompted-takes30.jsonl --fsdd-takes 30 --per-word 0
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py fused \
-        --cache bench-out/hear-tiny-prompted.jsonl
+        --cache bench-out/hear-tiny-prompted-takes30.jsonl
 
 Per FSDD speaker, takes 0-2 of "one".."five" are enrolled and every other take is decided on
 five open cards, through the server's own ``decision.decide`` and ``decision.fuse``.
 
 1. **The templates' likelihood ratio.** On the calibration split (``enrol.CALIBRATION``) only: a
-   logistic regression of "the templates' nearest card is what was said" on the two template
-   features of ``decision.fusion_evidence`` (log runner-up / distance, log radius / distance),
-   over every decided take whose templates name a nearest card, whatever the recogniser heard.
-   Newton's method with a small ridge (``RIDGE``). Less the log-odds of that set's base rate,
-   it is the log of the likelihood ratio the templates give.
-   The fused log-odds are then the recogniser's log-odds plus that (Bayes' rule, the two taken
-   as independent): ``combined``.
+   logistic regression of "the recogniser's winner is what was said" on the two template
+   features ``decision.fusion_evidence`` gives for that winner (log of the nearest other taught
+   meaning's distance over the winner's own, below 0 when another card is nearer; log of the
+   winner's radius over its distance), over every decided take whose winner is a taught card,
+   at every distance and whatever the recogniser's probability (``--fit-set inside``: only
+   those inside some taught meaning's radius, where the ratio is used; measured too one-sided
+   to fit on, 1 wrong winner of 70). Newton's method with a small ridge (``RIDGE``). Less the
+   log-odds of that set's base rate, it is the log of the likelihood ratio the templates give
+   for the recogniser's winner. The fused log-odds are then the recogniser's log-odds plus that
+   (Bayes' rule, the two taken as independent given what was said): ``combined``.
 2. **No threshold of its own.** The fused probability is read against the card threshold the
    recogniser alone is held to (``Calibration.card``).
 
-Both splits are then reported, beside the recogniser alone.
+Both splits are then reported, beside the recogniser alone, with what the templates changed.
 """
 
 from __future__ import annotations
@@ -42,48 +45,72 @@ from voicegate.voice import calibration, decision
 # calibration split perfectly (it barely moves the fit otherwise: 1e-2 against ~500 takes).
 RIDGE = 1e-2
 Weights = tuple[float, float, float, float]
+Limits = tuple[float, float]
 Row = enrol.Row
 
 
-def taught(m: enrol.templates.Match, hard: bool) -> decision.Taught:
+def taught(row: Row, hard: bool) -> decision.Taught:
     """What the server's pipeline hands ``fuse`` for a take of a user who enrolled all cards."""
-    return decision.Taught(
-        m.nearest, m.meaning is not None, hard, m.closest, frozenset(enrol.wanted_cards),
-        m.distance, m.runner_up, m.radius,
-    )  # fmt: skip
+    m, radius = row[4], row[5]
+    return decision.Taught(m.nearest, m.meaning is not None, hard, m.distances, radius)
 
 
 def table(
-    rows: list[Row], weights: Weights | None, hard: bool = False
+    rows: list[Row], weights: Weights | None, hard: bool = False, limits: Limits | None = None
 ) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
     """Outcome counts per speaker with the user's templates fused by ``weights`` (None: the
     recogniser alone, as for a user who taught nothing), and counts per deciding rule."""
-    cal = replace(calibration.of("tiny.en"), fusion=weights)  # the shipped fusion_limits
     counts: dict[str, Counter[str]] = {}
     rules: Counter[tuple[str, str]] = Counter()
-    for t, said, hyps, v, m in rows:
-        if weights is not None:
-            v = decision.fuse(v, hyps, said, taught(m, hard), Stage.CHOOSE, cal, enrol.CARDS)
+    for row in rows:
+        t, v = row[0], fused(row, weights, hard, limits)
         o = enrol.outcome(t.digit, v.decision)
         counts.setdefault(t.speaker, Counter())[o] += 1
         rules[(v.rule, o)] += 1
     return counts, rules
 
 
-def evidence(rows: list[Row]) -> tuple[np.ndarray, np.ndarray]:
+def fused(
+    row: Row, weights: Weights | None, hard: bool = False, limits: Limits | None = None
+) -> decision.Verdict:
+    """The verdict of one take: the recogniser's alone (``weights`` None) or fused, with the
+    feature ``limits`` given (None: the shipped ones)."""
+    if weights is None:
+        return row[3]
+    shipped = calibration.of("tiny.en")
+    cal = replace(shipped, fusion=weights, fusion_limits=limits or shipped.fusion_limits)
+    said, hyps, v = row[1], row[2], row[3]
+    return decision.fuse(v, hyps, said, taught(row, hard), Stage.CHOOSE, cal, enrol.CARDS)
+
+
+def evidence(rows: list[Row], anywhere: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The templates' fitting set, calibration split only: for every decided take whose
-    templates name a nearest meaning, its two template features (after a column of ones) and
-    whether that meaning is what was said. The recogniser plays no part in it."""
+    recogniser's winner is a taught card (``anywhere`` False: only where the templates say
+    anything about it, inside some taught meaning's radius), the two template features for that
+    card (after a column of ones) and whether it is what was said."""
     xs, ys = [], []
-    for t, _said, _hyps, _v, m in rows:
-        if t.speaker not in enrol.CALIBRATION or m.nearest is None:
+    for row in rows:
+        t, v = row[0], row[3]
+        if t.speaker not in enrol.CALIBRATION or v.winner is None or not v.winner.releases:
             continue
-        e = decision.fusion_evidence(0.5, taught(m, hard=False))
+        e = decision.fusion_evidence(0.5, taught(row, hard=False), v.winner, anywhere)
         if e is None:
             continue
         xs.append((1.0, e[1], e[2]))
-        ys.append(1.0 if m.nearest == enrol.wanted(t.digit) else 0.0)
+        ys.append(1.0 if v.winner == enrol.wanted(t.digit) else 0.0)
     return np.array(xs), np.array(ys)
+
+
+def changes(rows: list[Row], weights: Weights, limits: Limits) -> Counter[tuple[str, str, str]]:
+    """Per take whose outcome the templates changed: (alone, fused, the fused rule)."""
+    out: Counter[tuple[str, str, str]] = Counter()
+    for row in rows:
+        alone = enrol.outcome(row[0].digit, row[3].decision)
+        v = fused(row, weights, limits=limits)
+        with_templates = enrol.outcome(row[0].digit, v.decision)
+        if alone != with_templates:
+            out[(alone, with_templates, v.rule)] += 1
+    return out
 
 
 def combined(template_weights: tuple[float, float, float], prior: float) -> Weights:
@@ -113,25 +140,28 @@ def run(args: argparse.Namespace) -> int:
     takes = enrol.load()
     rows = enrol.fused_rows(enrol.nearest_table(takes, args.takes), Path(args.cache))
     print(f"{len(rows)} decided takes heard by the recogniser", file=sys.stderr)
-    x, y = evidence(rows)
+    x, y = evidence(rows, args.fit_set == "taught")
     a, b, c = fit_weights(x, y)
     weights = combined((a, b, c), float(y.mean()))
     limits = (round(float(x[:, 1].max()), 3), round(float(x[:, 2].max()), 3))
     print(f"largest margin and radius features fitted on: {limits}")
     print(f"templates fitted on {enrol.CALIBRATION}, {len(y)} takes ({int(y.sum())} said the "
-          f"nearest card): {(a, b, c)}; fused weights {weights}")  # fmt: skip
-    shipped = calibration.of("tiny.en").fusion
-    if shipped != weights:
-        print(f"the shipped weights differ: {shipped}")
-    report: dict[str, object] = {"weights": weights, "fitting_takes": len(y)}
+          f"recogniser's winner): {(a, b, c)}; fused weights {weights}")  # fmt: skip
+    shipped = calibration.of("tiny.en")
+    if (shipped.fusion, shipped.fusion_limits) != (weights, limits):
+        print(f"the shipped weights differ: {shipped.fusion}, limits {shipped.fusion_limits}")
+    report: dict[str, object] = {"weights": weights, "limits": limits, "fitting_takes": len(y)}
     for title, w in (
         ("recogniser alone (no enrolment)", None),
         (f"fused, {args.takes} takes enrolled, weights {weights}", weights),
     ):
-        counts, rules = table(rows, w)
+        counts, rules = table(rows, w, limits=limits)
         enrol.print_table(title, counts)
         print("rules:", dict(sorted(rules.items())))
         report[title] = {k: dict(v) for k, v in counts.items()}
+    changed = changes(rows, weights, limits)
+    print("changed by the templates (alone -> fused, rule):", dict(sorted(changed.items())))
+    report["changed"] = {" ".join(k): n for k, n in sorted(changed.items())}
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -1,12 +1,18 @@
-"""``voicegate decide`` refuses what it cannot decide before loading any model."""
+"""``voicegate decide`` refuses what it cannot decide before loading any model, and with
+``--user`` decides as that user, fused with the answers they taught."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES, require
 from voicegate.cli import main
+from voicegate.store import open_store
+from voicegate.voice import audio, calibration, models, templates
+from voicegate.voice.enrolment import stored
 
 
 @pytest.mark.parametrize("cards", ["0", "6", "-1", "two"])
@@ -43,3 +49,64 @@ def test_a_recording_refused_before_it_is_heard_names_no_language(
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("refuse (silent)")
     assert "language" not in first
+
+
+def test_deciding_as_a_user_needs_the_store_they_taught_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store is opened before the model loads, and never created by deciding."""
+    clip = tmp_path / "clip.flac"
+    clip.write_bytes(b"not audio: the store is opened first")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VOICEGATE_DB", raising=False)
+    assert main(["decide", str(clip), "--cards", "2", "--user", "alice"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == ["voicegate decide: no database at voicegate.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.flac"]
+
+
+def test_an_empty_user_name_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["decide", "clip.flac", "--cards", "2", "--user", " "])
+    assert stop.value.code == 2
+
+
+@pytest.mark.whisper
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_deciding_as_a_user_prints_the_fused_rule_and_probability(
+    fsdd: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fixtures/audio/clips/fsdd_2_theo_0.flac on five cards: the recogniser alone decides card
+    two; as theo, who taught takes 1-3 of "one".."five" (the corpus), his templates weigh in and
+    the release is the fused probability's. A user who taught nothing gets the recogniser alone.
+    """
+    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
+    db = tmp_path / "gate.db"
+    asyncio.run(teach(str(db), fsdd))
+    clip = str(FIXTURES / "clips" / "fsdd_2_theo_0.flac")
+    assert main(["decide", clip, "--cards", "5", "--user", "theo", "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("choose 2  heard ['Two.']")
+    (rule,) = [line.split() for line in lines if line.lstrip().startswith("rule ")]
+    assert rule[:3] == ["rule", "fused", "probability"] and rule[4:6] == ["fused", "probability"]
+    assert float(rule[6]) >= calibration.of("tiny.en").card
+    assert main(["decide", clip, "--cards", "5", "--user", "alice", "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["voicegate decide: alice taught no answers"]
+    assert "  rule decided  probability " in out and "fused" not in out
+
+
+async def teach(url: str, fsdd: Path) -> None:
+    """Theo's takes 1-3 of "one".."five", taught as cards one to five, in the store at ``url``."""
+    store = await open_store(url, create=True)
+    try:
+        for digit in range(1, 6):
+            for take in range(1, 4):
+                clip = audio.decode((fsdd / f"{digit}_theo_{take}.wav").read_bytes())
+                row = stored("theo", f"choose:{digit}", "", templates.features(clip.samples),
+                             now=float(take), device="d1")  # fmt: skip
+                await store.templates.add(row)
+    finally:
+        await store.close()

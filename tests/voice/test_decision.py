@@ -1,9 +1,11 @@
-"""The voice decision on numbers: probabilities per decision, the veto, thresholds, support."""
+"""The voice decision on numbers: probabilities per decision, the veto, thresholds, support.
+
+The templates' part (``fuse``) is tests/voice/test_fusion.py.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,19 +14,12 @@ from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration, consent
 from voicegate.voice.decision import (
-    ANSWERS,
     MEANING,
     UNCALIBRATED,
-    UNCLEAR,
     Calibration,
     Hypothesis,
-    Taught,
     decide,
-    fuse,
-    fused_probability,
-    fusion_evidence,
     posteriors,
-    question,
 )
 
 TWO = Decision(Kind.CHOOSE, card=2)
@@ -191,243 +186,3 @@ def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
     transcript = consent.decide(said, cards, stage)
     hyps = [free(said, transcript, -0.1), reading("yes", CONFIRM, 0.0), reading("two", TWO, 0.0)]
     assert not decide(hyps, transcript, stage, Calibration(0.5, 0.5, 5, "test")).decision.releases
-
-
-# Personal answers: the verdict combined with the user's templates.
-# Weights of the fused probability for these tests: the recogniser's log-odds count once, and
-# a nearest meaning twice as close as the next (log 2 = 0.69) adds 0.69 * 2.
-WEIGHTS = (0.0, 1.0, 2.0, 1.0)
-FUSING = Calibration(card=0.8, yes=0.9, support=1, source="test", fusion=WEIGHTS, alone=0.0)
-
-
-def near(meaning: Decision | None, clear: bool, hard: bool = False, **more: object) -> Taught:
-    """Templates whose nearest meaning is ``meaning``, twice as close as any other and at its
-    radius, unless ``more`` says otherwise."""
-    fields: dict[str, object] = {"distance": 1.0, "runner_up": 2.0, "radius": 1.0} | more
-    return Taught(meaning, clear, hard, **fields)  # type: ignore[arg-type]
-
-
-def fused(
-    hyps: list[Hypothesis], transcript: Decision, taught: Taught | None, cards: int = 3
-) -> Decision:
-    verdict = decide(hyps, transcript, Stage.CHOOSE, FUSING, cards)
-    return fuse(verdict, hyps, transcript, taught, Stage.CHOOSE, FUSING, cards).decision
-
-
-UNREAD = refuse(Reason.NOT_UNDERSTOOD)
-
-
-def test_without_templates_the_verdict_stands() -> None:
-    hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -0.5)]
-    verdict = decide(hyps, UNREAD, Stage.CHOOSE, FUSING, 3)
-    assert fuse(verdict, hyps, UNREAD, None, Stage.CHOOSE, FUSING, 3) == verdict
-    assert fused(hyps, UNREAD, Taught(None, False)) == verdict.decision
-
-
-def test_templates_that_agree_release_what_the_recogniser_alone_found_too_unsure() -> None:
-    # "Two." is heard, but with 0.39 of the probability: under the 0.8 the card needs.
-    hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -1.2), free("Tu", UNREAD, -1.3, 1)]
-    assert fused(hyps, TWO, None) == UNCLEAR
-    # Templates four times nearer two than anything else: log-odds -0.44 + 2 log 4 = 2.33.
-    assert fused(hyps, TWO, near(TWO, clear=False, runner_up=4.0)) == TWO
-    assert fused(hyps, TWO, near(TWO, clear=False)) == UNCLEAR  # 2 log 2 is not enough
-
-
-def test_templates_never_release_what_no_transcript_says() -> None:
-    hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -2.0)]
-    assert not fused(hyps, UNREAD, near(TWO, clear=False, runner_up=100.0)).releases
-
-
-def test_templates_that_contradict_a_release_refuse_it() -> None:
-    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
-    assert fused(hyps, TWO, None) == TWO
-    assert fused(hyps, TWO, near(THREE, clear=True, hard=True)) == UNCLEAR
-
-
-def test_a_transcript_that_reads_as_another_answer_is_not_overruled_by_templates() -> None:
-    hyps = [reading("two", TWO, -3.0), reading("three", THREE, -0.2), free("Three.", THREE, -4.0)]
-    assert fused(hyps, THREE, near(TWO, clear=True, hard=True)) == UNCLEAR
-
-
-def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> None:
-    hyps = [reading("two", TWO, -9.0), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
-    assert fused(hyps, UNREAD, near(TWO, clear=True)) == UNREAD
-    assert fused(hyps, UNREAD, near(TWO, clear=False, hard=True)) == UNREAD
-    assert fused(hyps, UNREAD, near(TWO, clear=True, hard=True)) == TWO
-
-
-def test_a_clear_match_of_a_hard_user_decides_nothing_alone_where_the_model_keeps_it_shut() -> None:
-    hyps = [reading("two", TWO, -9.0), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
-    shut = replace(FUSING, alone=math.inf)
-    taught = near(TWO, clear=True, hard=True)
-    verdict = decide(hyps, UNREAD, Stage.CHOOSE, shut, 3)
-    assert not fuse(verdict, hyps, UNREAD, taught, Stage.CHOOSE, shut, 3).decision.releases
-
-
-def test_a_taught_card_that_is_not_open_is_no_answer() -> None:
-    hyps = [reading("two", TWO, -9.0), free("Mhm", UNREAD, -0.5)]
-    five = Decision(Kind.CHOOSE, card=5)
-    assert not fused(hyps, UNREAD, near(five, clear=True, hard=True)).releases
-
-
-def test_a_likeliest_refusal_of_meaning_wins_over_a_clear_template() -> None:
-    hyps = [reading("two", TWO, -3.0), free("Mm.", refuse(Reason.HEDGE), -0.2, 1)]
-    assert fused(hyps, UNREAD, near(TWO, clear=True, hard=True)) == refuse(Reason.HEDGE)
-
-
-TAUGHT = st.builds(
-    Taught,
-    st.one_of(st.none(), DECISIONS),
-    st.booleans(),
-    st.booleans(),
-    st.one_of(st.none(), DECISIONS),
-    st.frozensets(DECISIONS, max_size=4),
-    st.floats(0.0, 10.0) | st.just(math.inf),
-    st.floats(0.0, 10.0) | st.just(math.inf),
-    st.floats(0.0, 10.0),
-)
-
-
-@given(HYPOTHESES, st.sampled_from(sorted(MEANING)), TAUGHT, st.sampled_from(list(Stage)))
-def test_templates_never_turn_a_refusal_of_meaning_into_a_release(
-    hyps: list[Hypothesis], reason: Reason, taught: Taught, stage: Stage
-) -> None:
-    verdict = decide(hyps, refuse(reason), stage, FUSING, 3)
-    out = fuse(verdict, hyps, refuse(reason), taught, stage, FUSING, 3)
-    assert out.decision == refuse(reason)
-
-
-@given(HYPOTHESES, DECISIONS, TAUGHT, st.sampled_from(list(Stage)), st.integers(1, 5))
-def test_a_fused_release_is_the_taught_meaning_or_the_recogniser_alone(
-    hyps: list[Hypothesis], transcript: Decision, taught: Taught, stage: Stage, cards: int
-) -> None:
-    verdict = decide(hyps, transcript, stage, FUSING, cards)
-    out = fuse(verdict, hyps, transcript, taught, stage, FUSING, cards)
-    if out.decision.releases:
-        finite = [h for h in hyps if math.isfinite(h.score)]
-        if finite:  # with nothing scored, only a clear template of a "hard" user decides
-            likeliest = max(finite, key=lambda h: h.score).decision
-            assert not (likeliest.kind is Kind.REFUSE and likeliest.reason in MEANING)
-        else:
-            assert out.rule == "template"
-        assert out.decision == verdict.decision or (
-            taught.nearest is not None and not verdict.decision.releases
-        )
-        if taught.nearest is not None and out.decision != verdict.decision:
-            assert transcript.kind not in ANSWERS or transcript == out.decision
-        if out.rule == "fused":
-            assert any(h.decision == out.decision and h.rank == 0 for h in finite)
-            p = posteriors(finite)[out.decision]
-            assert out.probability == fused_probability(WEIGHTS, p, taught) >= FUSING.card
-            assert question(stage, cards) == "card"
-        if out.rule == "template":
-            assert taught.hard and taught.clear
-
-
-def test_a_release_of_a_taught_answer_nearer_another_taught_answer_is_refused() -> None:
-    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
-    taught = frozenset({TWO, THREE})
-    near_three = Taught(None, clear=False, closest=THREE, meanings=taught)
-    assert fused(hyps, TWO, near_three) == UNCLEAR
-    assert fused(hyps, TWO, Taught(None, clear=False, closest=TWO, meanings=taught)) == TWO
-
-
-def test_a_release_of_an_answer_the_user_never_taught_is_left_to_the_recogniser() -> None:
-    hyps = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
-    only_three = Taught(None, clear=False, closest=THREE, meanings=frozenset({THREE}))
-    assert fused(hyps, TWO, only_three) == TWO
-
-
-def test_a_taught_yes_never_makes_a_release_on_a_yes_question_it_was_not_fitted_for() -> None:
-    # "yes" at 0.70 is under the recogniser's own 0.9 but over the fused 0.3 (fitted on cards).
-    hyps = [reading("yes", CONFIRM, -1.0), free("Yeah.", UNREAD, -1.85)]
-    for stage in (Stage.CHOOSE, Stage.FINAL):
-        verdict = decide(hyps, UNREAD, stage, FUSING, 1)
-        assert not verdict.decision.releases
-        out = fuse(verdict, hyps, UNREAD, near(CONFIRM, clear=True), stage, FUSING, 1)
-        assert not out.decision.releases
-
-
-def test_the_fused_probability_weighs_the_recogniser_and_how_clearly_the_templates_point() -> None:
-    clear = near(TWO, clear=True)
-    assert math.isclose(fused_probability(WEIGHTS, 0.5, clear), 0.8)  # log-odds 0 + 2 log 2
-    assert fused_probability(WEIGHTS, 0.9, clear) > fused_probability(WEIGHTS, 0.5, clear)
-    closer = near(TWO, clear=True, runner_up=3.0)
-    assert fused_probability(WEIGHTS, 0.5, closer) > fused_probability(WEIGHTS, 0.5, clear)
-    inside = near(TWO, clear=True, radius=1.5)
-    assert fused_probability(WEIGHTS, 0.5, inside) > fused_probability(WEIGHTS, 0.5, clear)
-
-
-def test_no_fused_probability_without_weights_or_without_evidence_from_the_templates() -> None:
-    assert fused_probability(None, 0.99, near(TWO, clear=True)) == 0.0
-    # One taught meaning has no runner-up: beating nothing is no evidence.
-    assert fusion_evidence(0.99, near(TWO, clear=True, runner_up=math.inf)) is None
-    # A meaning with one take has no radius.
-    assert fusion_evidence(0.99, near(TWO, clear=True, radius=0.0)) is None
-    assert fusion_evidence(0.99, Taught(TWO, clear=True)) is None
-    assert fused_probability(WEIGHTS, 0.99, Taught(TWO, clear=True)) == 0.0
-
-
-def test_a_recogniser_probability_of_zero_or_one_gives_a_finite_fused_probability() -> None:
-    for p in (0.0, 1.0):
-        assert 0.0 < fused_probability(WEIGHTS, p, near(TWO, clear=True)) < 1.0
-    assert fused_probability((-800.0, 0.0, 0.0, 0.0), 0.5, near(TWO, clear=True)) == 0.0
-
-
-def test_templates_without_fitted_weights_release_nothing_the_recogniser_did_not() -> None:
-    hyps = [reading("two", TWO, -1.0), reading("three", THREE, -1.5), free("Tu", UNREAD, -2.0)]
-    unfitted = replace(FUSING, fusion=None, alone=math.inf)
-    verdict = decide(hyps, UNREAD, Stage.CHOOSE, unfitted, 3)
-    out = fuse(verdict, hyps, UNREAD, near(TWO, clear=True), Stage.CHOOSE, unfitted, 3)
-    assert not out.decision.releases
-
-
-def test_a_match_outside_the_radius_may_lower_the_fused_probability_but_never_raise_it() -> None:
-    # Four times nearer than the next meaning, but outside the radius (1.0 > 0.8).
-    outside = near(TWO, clear=False, runner_up=4.0, radius=0.8)
-    for p in (0.1, 0.5, 0.9):
-        assert fused_probability(WEIGHTS, p, outside) <= p + 1e-12
-    assert fused_probability(WEIGHTS, 0.5, near(TWO, clear=True, runner_up=4.0)) > 0.5
-    far = near(TWO, clear=False, runner_up=1.0, radius=0.2)  # no margin, far outside
-    assert fused_probability(WEIGHTS, 0.9, far) < 0.9
-
-
-SHIPPED = calibration.of("tiny.en")
-ONE = Decision(Kind.CHOOSE, card=1)
-
-
-def test_the_shipped_fusion_keeps_the_breath_noised_nine_below_the_card_threshold() -> None:
-    # Measured (docs/voice.md): heard "One." at 0.858, 1.34 times nearer "one" than anything
-    # else but outside its radius (1.64 > 1.42). Uncapped, the fitted ratio gave it 0.96.
-    nine = near(ONE, clear=False, distance=1.64, runner_up=2.2, radius=1.42)
-    got = fused_probability(SHIPPED.fusion, 0.858, nine, SHIPPED.fusion_limits)
-    assert got <= 0.858 < SHIPPED.card
-
-
-def test_templates_never_overrule_a_recogniser_sure_of_another_answer() -> None:
-    # "Two." is the best transcript, but cancel takes 0.99 of the probability.
-    hyps = [free("Two.", TWO, -5.0), reading("cancel", CANCEL, 0.0)]
-    verdict = decide(hyps, TWO, Stage.CHOOSE, SHIPPED, 3)
-    assert verdict.winner == CANCEL
-    taught = near(TWO, clear=True, distance=10.0, runner_up=15.0, radius=15.0)
-    out = fuse(verdict, hyps, TWO, taught, Stage.CHOOSE, SHIPPED, 3)
-    assert not out.decision.releases
-
-
-def test_the_template_ratio_stops_at_the_largest_features_it_was_fitted_on() -> None:
-    copy = near(TWO, clear=True, distance=1e-9, runner_up=2.0, radius=1.0)  # a near copy
-    limit = SHIPPED.fusion_limits
-    assert limit is not None
-    at_limit = near(TWO, clear=True, distance=1.0, runner_up=math.exp(limit[0]),
-                    radius=math.exp(limit[1]))  # fmt: skip
-    p = 0.01
-    capped = fused_probability(SHIPPED.fusion, p, copy, limit)
-    assert math.isclose(capped, fused_probability(SHIPPED.fusion, p, at_limit, limit))
-    assert capped < fused_probability(SHIPPED.fusion, p, copy)  # unclipped would go further
-
-
-def test_impossible_distances_give_no_evidence() -> None:
-    impossible = ((1.0, 0.5, 1.0), (1.0, 0.0, 1.0), (-1.0, 2.0, 1.0), (1.0, 2.0, math.inf))
-    for d1, d2, radius in impossible:
-        assert fusion_evidence(0.5, near(TWO, clear=True, distance=d1, runner_up=d2,
-                                         radius=radius)) is None  # fmt: skip

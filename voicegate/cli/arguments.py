@@ -7,7 +7,10 @@ anything before it says what was wrong.
 from __future__ import annotations
 
 import argparse
+import os
 
+# The store a command opens when neither --db nor $VOICEGATE_DB names one.
+DEFAULT_DB = "voicegate.db"
 # TCP ports are 16-bit; 0 asks the system for any free one.
 MAX_PORT = 65535
 
@@ -30,3 +33,13 @@ def user_name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("a user name cannot be empty")
     return text
+
+
+def add_db(parser: argparse.ArgumentParser) -> None:
+    """``--db``: the store a command opens (the one ``voicegate serve`` writes)."""
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("VOICEGATE_DB", DEFAULT_DB),
+        help="the store: a SQLite file (PATH, sqlite:///ABSOLUTE/PATH or sqlite:RELATIVE/PATH), "
+        "or postgresql://... (default: $VOICEGATE_DB or voicegate.db)",
+    )

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from voicegate.cli.arguments import user_name
+from voicegate.cli.arguments import add_db, user_name
 from voicegate.clock import iso_utc
 from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.errors import ConfigError, StoreUnavailable
@@ -26,16 +25,6 @@ from voicegate.store.base import Store
 from voicegate.text import printable
 
 T = TypeVar("T")
-DEFAULT_DB = "voicegate.db"
-
-
-def _add_db(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db",
-        default=os.environ.get("VOICEGATE_DB", DEFAULT_DB),
-        help="the store: a SQLite file (PATH, sqlite:///ABSOLUTE/PATH or sqlite:RELATIVE/PATH), "
-        "or postgresql://... (default: $VOICEGATE_DB or voicegate.db)",
-    )
 
 
 def _with_store(url: str, work: Callable[[Store], Awaitable[T]], *, create: bool = False) -> T:
@@ -89,7 +78,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
         help="the server's address, with or without /approve, as its banner prints it "
         f"(default http://127.0.0.1:{DEFAULT_PORT})",
     )
-    _add_db(parser)
+    add_db(parser)
 
 
 @_said("pair")
@@ -131,10 +120,10 @@ def add_devices_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="devices_command", required=True)
     listing = sub.add_parser("list", help="list paired devices")
     listing.add_argument("--user", default=None, help="only this user's devices")
-    _add_db(listing)
+    add_db(listing)
     revoke = sub.add_parser("revoke", help="unpair a device; it can no longer approve anything")
     revoke.add_argument("device_id")
-    _add_db(revoke)
+    add_db(revoke)
 
 
 @_said("devices")
@@ -171,11 +160,11 @@ def add_answers_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="answers_command", required=True)
     listing = sub.add_parser("list", help="list a user's taught answers (features only)")
     listing.add_argument("--user", required=True)
-    _add_db(listing)
+    add_db(listing)
     delete = sub.add_parser("delete", help="delete one taught answer, or all of a user's")
     delete.add_argument("--user", required=True)
     delete.add_argument("template_id", nargs="?", default=None, help="omit to delete all")
-    _add_db(delete)
+    add_db(delete)
 
 
 @_said("answers")

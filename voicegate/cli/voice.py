@@ -1,7 +1,8 @@
 """``voicegate models`` (list and verify the recogniser models) and ``voicegate decide`` (one file).
 
 The models are ``voicegate.voice.models``; the decision is ``voicegate.voice.pipeline``, here
-with the real recogniser and no replay history.
+with the real recogniser and no replay history; with ``--user``, fused with that user's taught
+answers from the store, as the server fuses them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from voicegate.errors import ModelError
+from voicegate.cli.arguments import add_db, user_name
+from voicegate.errors import ConfigError, ModelError, StoreUnavailable
 from voicegate.gate.proposals import MAX_CARDS
 from voicegate.gate.types import Stage
+from voicegate.text import printable
 from voicegate.voice import models
+
+if TYPE_CHECKING:
+    from voicegate.voice import templates
 
 
 def add_models_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +86,13 @@ def add_decide_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["auto", "cpu", "cuda"],
         help="where the recogniser runs (auto: a CUDA GPU when there is one)",
     )
+    parser.add_argument(
+        "--user",
+        type=user_name,
+        default=None,
+        help="decide as this user: fused with the answers they taught (read from --db)",
+    )
+    add_db(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -99,12 +113,21 @@ def run_decide(args: argparse.Namespace) -> int:
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(args.langs or ["en"])
-    # The file first: a wrong path is told at once, not after the model has loaded.
+    # The file first, then the store: a wrong path is told at once, not after the model loaded.
     try:
         data = args.audio.read_bytes()
     except OSError as exc:
         print(f"voicegate decide: cannot read {args.audio}: {exc.strerror}", file=sys.stderr)
         return 2
+    taught = None
+    if args.user is not None:
+        try:
+            taught = _Taught(args.user, asyncio.run(_enrolment(args.db, args.user)))
+        except (ConfigError, StoreUnavailable) as exc:
+            print(printable(f"voicegate decide: {exc}"), file=sys.stderr)
+            return 2
+        if taught.held is None:
+            print(printable(f"voicegate decide: {args.user} taught no answers"), file=sys.stderr)
     try:
         transcriber = FasterWhisperTranscriber(
             args.model or default_model(langs), device=args.device
@@ -112,9 +135,10 @@ def run_decide(args: argparse.Namespace) -> int:
     except ModelError as exc:
         print(f"voicegate decide: {exc}", file=sys.stderr)
         return 2
-    pipeline = VoicePipeline(transcriber, None, languages=langs)
+    pipeline = VoicePipeline(transcriber, None, languages=langs, enrolments=taught)
+    user = args.user if args.user is not None else "cli"
     result = asyncio.run(
-        pipeline.decide(data, user="cli", cards=args.cards, stage=Stage(args.stage))
+        pipeline.decide(data, user=user, cards=args.cards, stage=Stage(args.stage))
     )
     if args.json:
         print(json.dumps(as_json(result), ensure_ascii=False, indent=2))
@@ -128,5 +152,32 @@ def run_decide(args: argparse.Namespace) -> int:
         print(f"{what}  heard {list(result.transcripts)}{language}")
         for text, score in result.readings[:5]:
             print(f"  {score:8.2f}  {text}")
+        if result.rule:
+            fused = "" if result.fused is None else f"  fused probability {result.fused:.3f}"
+            print(f"  rule {result.rule}  probability {result.probability:.3f}{fused}")
         print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
     return 0
+
+
+async def _enrolment(url: str, user: str) -> templates.Enrolment | None:
+    """``user``'s enrolment in the store at ``url``, read once; the store is closed again
+    before the model loads. Only an existing store: deciding never creates one."""
+    from voicegate.store import open_store
+    from voicegate.voice.enrolment import StoreEnrolments
+
+    store = await open_store(url, create=False)
+    try:
+        return await StoreEnrolments(store.templates).enrolment(user)
+    finally:
+        await store.close()
+
+
+class _Taught:
+    """``pipeline.Enrolments`` holding one user's enrolment, read from the store beforehand."""
+
+    def __init__(self, user: str, held: templates.Enrolment | None) -> None:
+        self.user = user
+        self.held = held
+
+    async def enrolment(self, user: str) -> templates.Enrolment | None:
+        return self.held if user == self.user else None

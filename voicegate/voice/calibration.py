@@ -34,17 +34,20 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         support=1,
         source="benchmarks/calibrate.py fit --model tiny.en --fsdd-takes 50 (card); "
         "--fsdd-takes 10 (yes)",
-        # The fused probability of a taught card (decision.fused_probability), 2026-12-01:
-        # benchmarks/enrol.py fused --cache bench-out/hear-tiny-prompted.jsonl. Per FSDD
-        # speaker, takes 0-2 of "one".."five" enrolled; the templates' likelihood ratio is a
-        # logistic fit, on the 660 decided takes of jackson and nicolas whose templates named a
-        # nearest card, of whether that card was said, less the log-odds of that set's base rate
-        # (424 of 660); the recogniser's log-odds count once (Bayes' rule). Read against the
-        # card threshold itself, so no threshold was fitted for it; a match outside the user's
-        # radius only ever lowers it.
-        fusion=(0.456, 1.0, 8.29, 10.143),
-        # The largest log(runner-up / distance) and log(radius / distance) of those 660 takes.
-        fusion_limits=(0.939, 0.492),
+        # The fused probability of the recogniser's winner (decision.fused_probability),
+        # 2026-12-01: benchmarks/enrol.py fused --cache bench-out/hear-tiny-prompted-takes30.jsonl
+        # (FSDD takes 0-29 of every digit and speaker heard with the card prompt, 1,200 clips;
+        # docs/voice.md, "Measured: fused"). Per FSDD speaker, takes 0-2 of "one".."five"
+        # enrolled; the templates' likelihood ratio is a logistic fit, on the 316 decided takes
+        # of jackson and nicolas whose recogniser's winner was a taught card (at every distance:
+        # the 70 inside some radius held 1 wrong winner, too one-sided to fit on), of whether
+        # that card was said, less the log-odds of that set's base rate (248 of 316); the
+        # recogniser's log-odds count once (Bayes' rule). Used only inside some taught radius,
+        # read against the card threshold itself, so no threshold was fitted for it; a match
+        # outside the radius of the winner only ever lowers it.
+        fusion=(4.852, 1.0, 0.895, 14.392),
+        # The largest log(other / distance) and log(radius / distance) of those 316 takes.
+        fusion_limits=(0.935, 0.472),
         # A hard user's clear match deciding alone released negatives of the report speakers
         # (2 of 1,000 unprompted, 1 prompted): shut until a rejection calibrated on the user's
         # own other speech holds (docs/voice.md, "Enrolment").

@@ -24,25 +24,29 @@ Everything else refuses: with the grammar's own reason when it had one ("to" alo
 final card, "not understood"), else ``Reason.UNCLEAR``.
 
 **Personal answers** (``fuse``, docs/voice.md "Enrolment"). Where the user taught templates,
-their nearest meaning (``voicegate.voice.templates``) is combined with the verdict above. A
-refusal of meaning the recogniser heard, in the transcript or as the likeliest hypothesis, and a
-cancel or wait in the words, still decide. A release the templates contradict refuses: their
-nearest meaning by the margin is another, or the user taught the released answer and the
-nearest template by any margin means another. So does a transcript that reads as another
-answer. Otherwise, on a choice among cards, the taught meaning is released when a free
-transcript says it (rule 3) and its fused probability reaches the same threshold as the
-recogniser alone: Bayes' rule in log-odds, the recogniser's log-odds for it plus the likelihood
-ratio of the template distances, fitted on real speech (``fused_probability``). For a user who
-said their speech is hard for recognisers, a clear template match may also decide on its own
-(inside the user's radius), where the model opens that path (``Calibration.alone``).
+they count only as evidence about the recogniser's own likeliest answer, by Bayes' rule in
+log-odds: the recogniser's log-odds for it plus the likelihood ratio of the template distances
+(that answer's nearest template against the nearest of every other taught meaning, and against
+the user's radius for it), fitted on real speech (``fused_probability``). A template of another
+meaning nearer than the answer's own lowers the probability by its ratio; it never refuses
+outright. An answer outside every taught meaning's radius, or one the user never taught, gets
+no ratio: the recogniser decides alone. A refusal of meaning the recogniser heard, in the
+transcript or as the likeliest hypothesis, and a cancel or wait in the words, still decide. A
+release needs the fused probability to reach the same threshold as the recogniser alone
+("fused", else "fused_unclear"); on a choice among cards the templates may also lift an answer
+the recogniser alone found too unsure, when a free transcript says it (rule 3) and reads as no
+other answer. At a yes-or-no question, which the ratio was not fitted on, it may only lower.
+For a user who said their speech is hard for recognisers, a clear template match may also
+decide on its own (inside the user's radius), where the model opens that path
+(``Calibration.alone``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
@@ -94,8 +98,8 @@ class Calibration:
     support: int
     source: str
     # The weights of the fused probability of a taught meaning (``fused_probability``): bias,
-    # the recogniser's log-odds, log(runner-up / distance) and log(radius / distance). No
-    # weights: templates never make a release.
+    # the recogniser's log-odds, log(other / distance) and log(radius / distance). No
+    # weights: the templates say nothing, and the recogniser decides alone.
     fusion: tuple[float, float, float, float] | None = None
     # The largest margin and radius features the fusion was fitted on (``fused_probability``).
     fusion_limits: tuple[float, float] | None = None
@@ -127,9 +131,13 @@ class Verdict:
     decision: Decision
     probability: float
     # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer",
-    # "recogniser"; with templates also "fused", "template", "template_disagree"
+    # "recogniser"; with templates also "fused" (the fused probability released it),
+    # "fused_unclear" (it stayed under the threshold) and "template"
     rule: str
     winner: Decision | None = None
+    # The winner's fused probability, where the user's templates weighed in (``fuse``); the
+    # ``probability`` above stays the recogniser's own.
+    fused: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +150,11 @@ class Taught:
     clear: bool
     # The user said their speech is hard for recognisers: a clear match may decide alone.
     hard: bool = False
-    # The nearest template's meaning, by any margin, and every meaning the user taught.
-    closest: Decision | None = None
-    meanings: frozenset[Decision] = frozenset()
-    # The DTW distance of the nearest meaning, of the next other meaning, and the nearest
-    # meaning's radius (``templates.Match``): the evidence ``fused_probability`` weighs.
-    distance: float = math.inf
-    runner_up: float = math.inf
-    radius: float = 0.0
+    # Every taught meaning's DTW distance (to its nearest template), and the radius of each
+    # meaning with two takes or more (``templates.radii``): the evidence ``fused_probability``
+    # weighs for whichever answer the recogniser found likeliest.
+    distances: Mapping[Decision, float] = field(default_factory=dict)
+    radii: Mapping[Decision, float] = field(default_factory=dict)
 
 
 def one_card(decision: Decision) -> Decision:
@@ -215,40 +220,69 @@ def fuse(
     if taught is None or verdict.rule in ("veto", "grammar", "recogniser"):
         return verdict
     same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
-    released = verdict.decision
-    closest = same(taught.closest) if taught.closest is not None else None
-    taught_it = released in {same(m) for m in taught.meanings}
-    if released.releases and closest not in (None, released) and taught_it:
-        # The user taught this answer, and the answer lies nearer another one they taught.
-        return Verdict(UNCLEAR, verdict.probability, "template_disagree", closest)
-    if taught.nearest is None:
+    finite = [h for h in hypotheses if math.isfinite(h.score)]
+    likeliest = max(finite, key=lambda h: h.score).decision if finite else UNCLEAR
+    winner = verdict.winner
+    evidence = _merged(taught, same)
+    if winner is None or not winner.releases or evidence is None:
+        return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
+    probability = posteriors(finite).get(winner, 0.0)
+    combined = fused_probability(
+        calibration.fusion, probability, evidence, winner, calibration.fusion_limits
+    )
+    if combined is None:  # the templates say nothing about this answer: the recogniser alone
+        return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
+    if question(stage, cards) == "yes":
+        # The fusion was fitted on choices among cards: at a yes-or-no question the templates'
+        # ratio may lower the recogniser's probability, never raise it.
+        combined = min(combined, probability)
+    need = calibration.need(stage, cards)
+    if verdict.decision.releases:
+        if combined >= need:
+            return Verdict(winner, probability, "fused", winner, combined)
+        return Verdict(UNCLEAR, probability, "fused_unclear", winner, combined)
+    if verdict.rule != "unclear":  # "unsupported", "disagree": still refused, the ratio shown
+        return Verdict(verdict.decision, verdict.probability, verdict.rule, winner, combined)
+    # The recogniser alone found its winner too unsure. The templates lift it only on a choice
+    # among cards, when a free transcript at the top of a language's beam says it (rule 3), the
+    # transcript reads as no other answer, and no refusal of meaning is the likeliest reading.
+    said = _supported(winner, finite, calibration.support)
+    other = transcript.kind in ANSWERS and transcript != winner
+    if (
+        said
+        and not other
+        and not _meaning(likeliest)
+        and question(stage, cards) == "card"
+        and _allowed(winner, stage, cards)
+        and combined >= need
+    ):
+        return Verdict(winner, probability, "fused", winner, combined)
+    unsure = Verdict(verdict.decision, verdict.probability, "fused_unclear", winner, combined)
+    return _alone(unsure, finite, transcript, taught, stage, calibration, cards, same)
+
+
+def _alone(
+    verdict: Verdict,
+    finite: Sequence[Hypothesis],
+    transcript: Decision,
+    taught: Taught,
+    stage: Stage,
+    calibration: Calibration,
+    cards: int,
+    same: Callable[[Decision], Decision],
+) -> Verdict:
+    """Where the fused probability says nothing: the recogniser's verdict, or, for a user who
+    said their speech is hard for recognisers, a clear template match (shut on every model)."""
+    if verdict.decision.releases or taught.nearest is None or not taught.clear:
         return verdict
     meaning = same(taught.nearest)
-    if meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
+    if not taught.hard or meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
         return verdict
-    finite = [h for h in hypotheses if math.isfinite(h.score)]
-    if finite and _meaning(max(finite, key=lambda h: h.score).decision):
-        likeliest = max(finite, key=lambda h: h.score).decision
-        return Verdict(likeliest, verdict.probability, "veto", meaning)
-    if verdict.decision.releases and verdict.decision != meaning:
-        return Verdict(UNCLEAR, verdict.probability, "template_disagree", meaning)
-    if verdict.decision.releases:
+    likeliest = max(finite, key=lambda h: h.score).decision if finite else UNCLEAR
+    if _meaning(likeliest) or (transcript.kind in ANSWERS and transcript != meaning):
         return verdict
-    if transcript.kind in ANSWERS and transcript != meaning:
-        return Verdict(UNCLEAR, verdict.probability, "template_disagree", meaning)
     probability = posteriors(finite).get(meaning, 0.0)
-    # The fusion was fitted on choices among cards; a yes-or-no question has no fitted weights
-    # for it, so there a template can refuse a release but never make one.
-    # The same threshold as the recogniser alone: the fused probability is the recogniser's,
-    # moved by what the templates add, so it is read on the scale it was calibrated on.
-    # Rule 3 holds here too: no fused release that no free transcript of a language's beam
-    # says. And templates only strengthen the recogniser's own likeliest answer: they never
-    # overrule one it prefers (a cancel, another card).
-    combined = fused_probability(calibration.fusion, probability, taught, calibration.fusion_limits)
-    said = _supported(meaning, finite, calibration.support) and verdict.winner == meaning
-    if said and question(stage, cards) == "card" and combined >= calibration.need(stage, cards):
-        return Verdict(meaning, combined, "fused", meaning)
-    if taught.hard and taught.clear and probability >= calibration.alone:
+    if probability >= calibration.alone:
         return Verdict(meaning, probability, "template", meaning)
     return verdict
 
@@ -259,16 +293,27 @@ def fuse(
 _BOUND = 1e-6
 
 
-def fusion_evidence(probability: float, taught: Taught) -> tuple[float, float, float] | None:
-    """What the fused probability weighs for the templates' nearest meaning: the recogniser's
-    log-odds for it, log(runner-up / distance) (how clearly it beats every other taught
-    meaning) and log(radius / distance) (how far inside the user's own spread of takes it lies).
+def fusion_evidence(
+    probability: float, taught: Taught, meaning: Decision, anywhere: bool = False
+) -> tuple[float, float, float] | None:
+    """What the fused probability weighs for ``meaning``: the recogniser's log-odds for it,
+    log(other / distance), where ``distance`` is that of the nearest template of ``meaning``
+    and ``other`` that of the nearest template of any other taught meaning (above 0 when
+    ``meaning`` is the nearer, below 0 when another is), and log(radius / distance), how far
+    inside the user's own spread of takes of ``meaning`` it lies (below 0: outside).
 
-    None when the templates give no such evidence: no distance, no other taught meaning to beat
-    (a runner-up at infinity would count as certainty), or no radius (a meaning with one take).
+    None when the templates say nothing about it: the answer lies outside every taught
+    meaning's radius (far from all of them), ``meaning`` was not taught or has no radius (one
+    take), or no other meaning was taught (beating nothing is no evidence). ``anywhere`` drops
+    the first of those (the fit's set, ``benchmarks/fusion.py``, spans every distance).
     """
-    d1, d2, radius = taught.distance, taught.runner_up, taught.radius
-    if not (0.0 < d1 <= d2 < math.inf and 0.0 < radius < math.inf):
+    distances, radii = taught.distances, taught.radii
+    d1 = distances.get(meaning, math.inf)
+    d2 = min((d for m, d in distances.items() if m != meaning), default=math.inf)
+    radius = radii.get(meaning, 0.0)
+    if not (0.0 < d1 < math.inf and 0.0 < d2 < math.inf and 0.0 < radius < math.inf):
+        return None
+    if not anywhere and not any(d <= radii.get(m, 0.0) for m, d in distances.items()):
         return None
     p = min(max(probability, _BOUND), 1.0 - _BOUND)
     return math.log(p / (1.0 - p)), math.log(d2 / d1), math.log(radius / d1)
@@ -278,25 +323,28 @@ def fused_probability(
     weights: tuple[float, float, float, float] | None,
     probability: float,
     taught: Taught,
+    meaning: Decision,
     limits: tuple[float, float] | None = None,
-) -> float:
-    """P(the taught meaning was said | the recogniser's probability and the templates), in
+) -> float | None:
+    """P(``meaning`` was said | the recogniser's probability of it and the templates), in
     log-odds ``weights[1] * recogniser + templates``, where ``templates`` (the log of their
     likelihood ratio) is ``weights[0] + weights[2] * margin + weights[3] * radius``
-    (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits the weights.
+    (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits the weights. A template of
+    another meaning nearer than every one of ``meaning`` gives a margin below 0, and so lowers
+    the probability by its ratio; it never refuses on its own.
 
     ``limits`` are the largest margin and radius features the fit saw: larger ones count as
     those, so the ratio never reaches past its data (a near copy of a take, at a distance near
-    0, would otherwise count as certainty). A match outside the user's radius (farther than
-    their own takes of that meaning lie from each other) may lower the probability, never raise
-    it above the recogniser's own: measured, a breath-noised "nine" heard "One." at 0.86 lay
-    outside the radius of "one" and the fitted ratio still lifted it to 0.96 (docs/voice.md,
-    "Fusion with the recogniser"). 0.0 without weights or evidence, so nothing is released on
-    templates the model was never fitted for.
+    0, would otherwise count as certainty). A match outside the user's radius of ``meaning``
+    (farther than their own takes of it lie from each other) may lower the probability, never
+    raise it above the recogniser's own: measured, a breath-noised "nine" heard "One." at 0.86
+    lay outside the radius of "one" and a fitted ratio still lifted it to 0.96 (docs/voice.md,
+    "Fusion with the recogniser"). None where the templates say nothing (``fusion_evidence``)
+    or the model has no fitted weights: then the recogniser decides alone.
     """
-    evidence = fusion_evidence(probability, taught)
+    evidence = fusion_evidence(probability, taught, meaning)
     if weights is None or evidence is None:
-        return 0.0
+        return None
     bias, w_recogniser, w_margin, w_radius = weights
     recogniser, margin, inside = evidence
     if limits is not None:
@@ -305,6 +353,22 @@ def fused_probability(
     if inside < 0.0:  # log(radius / distance) < 0: outside the radius
         z = min(z, recogniser)
     return 0.5 * (1.0 + math.tanh(z / 2.0))  # the logistic function, with no overflow
+
+
+def _merged(taught: Taught, same: Callable[[Decision], Decision]) -> Taught | None:
+    """The templates with the meanings ``same`` makes one (card 1 and yes on a single card)
+    merged: each meaning's nearest distance and widest radius. None without distances."""
+    if not taught.distances:
+        return None
+    if same is _as_is:
+        return taught
+    distances: dict[Decision, float] = {}
+    radii: dict[Decision, float] = {}
+    for m, d in taught.distances.items():
+        distances[same(m)] = min(d, distances.get(same(m), math.inf))
+    for m, r in taught.radii.items():
+        radii[same(m)] = max(r, radii.get(same(m), 0.0))
+    return replace(taught, distances=distances, radii=radii)
 
 
 def _as_is(decision: Decision) -> Decision:

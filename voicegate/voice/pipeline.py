@@ -57,6 +57,8 @@ class VoiceResult:
     language: str | None = None
     rule: str = ""
     probability: float = 0.0
+    # The fused probability of the recogniser's winner, where the user's templates weighed in.
+    fused: float | None = None
 
 
 class _Busy(Exception):
@@ -193,6 +195,7 @@ class VoicePipeline:
             language=hearing.language,
             rule=verdict.rule,
             probability=verdict.probability,
+            fused=verdict.fused,
         )
 
     async def _taught(
@@ -216,11 +219,8 @@ class VoicePipeline:
             match.nearest,
             match.meaning is not None,
             enrolment.hard,
-            match.closest,
-            frozenset(t.meaning for t in enrolment.templates),
-            match.distance,
-            match.runner_up,
-            match.radius,
+            match.distances,
+            {m: r.radius for m, r in enrolment.radii.items()},
         )
 
     def _refused(
@@ -319,4 +319,5 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "recogniser": result.recogniser,
         "rule": result.rule,
         "probability": round(result.probability, 4),
+        "fused_probability": None if result.fused is None else round(result.fused, 4),
     }

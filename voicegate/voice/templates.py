@@ -89,6 +89,8 @@ class Match:
     rule: str
     # The nearest template's meaning by any margin; None without templates or speech.
     closest: Decision | None = None
+    # Every taught meaning's distance (to its nearest template): what the fusion weighs.
+    distances: Mapping[Decision, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,11 +206,12 @@ def judge(
     d2 = nearest[ranked[1]] if len(ranked) > 1 else float("inf")
     r = calibrated.get(best)
     radius = r.radius if r is not None else 0.0
+    distances = dict(nearest)
     if not d1 * margin < d2:
-        return Match(None, None, d1, d2, radius, "ambiguous", best)
+        return Match(None, None, d1, d2, radius, "ambiguous", best, distances)
     if r is None or not d1 <= radius:
-        return Match(None, best, d1, d2, radius, "far", best)
-    return Match(best, best, d1, d2, radius, "matched", best)
+        return Match(None, best, d1, d2, radius, "far", best, distances)
+    return Match(best, best, d1, d2, radius, "matched", best, distances)
 
 
 def encode(matrix: Matrix) -> bytes:
