@@ -7,8 +7,7 @@
     .venv/bin/python benchmarks/enrol.py fused --cache bench-out/hear-tiny-fsdd.jsonl
     # time added per decision with 30 templates enrolled
     .venv/bin/python benchmarks/enrol.py time --templates 30
-    # nearest-template accuracy: MFCC against log-mel and MFCC + deltas
-    PYTHONPATH=. .venv/bin/python benchmarks/enrol.py features
+    # nearest-template accuracy, MFCC against log-mel and MFCC + deltas: enrol_features.py
     # replays of enrolment takes refused, new takes not flagged
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py replay
 
@@ -327,49 +326,6 @@ def run_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _logmel(samples: np.ndarray) -> templates.Matrix:
-    """The same front end as ``templates.features``, stopping at the log-mel bands."""
-    x = np.asarray(samples, dtype=np.float64)
-    x = np.append(x[0], x[1:] - 0.97 * x[:-1])
-    count = 1 + (len(x) - templates.FRAME) // templates.HOP
-    index = np.arange(templates.FRAME)[None, :] + templates.HOP * np.arange(count)[:, None]
-    power = np.abs(np.fft.rfft(x[index] * np.hamming(templates.FRAME), templates.NFFT)) ** 2
-    energy = 10 * np.log10(power.sum(axis=1) + 1e-12)
-    loud = np.flatnonzero(energy > energy.max() - templates.TRIM_DB)
-    logmel = np.log(power[loud[0] : loud[-1] + 1] @ templates._FILTERS.T + 1e-10)
-    return (logmel - logmel.mean(axis=0)).astype(np.float32)
-
-
-def _with_deltas(samples: np.ndarray) -> templates.Matrix:
-    """MFCCs and their first differences."""
-    c = templates.features(samples)
-    if len(c) < 3:
-        return np.zeros((0, 2 * templates.COEFFS), dtype=np.float32)
-    return np.hstack([c, np.gradient(c, axis=0)]).astype(np.float32)
-
-
-def run_features(args: argparse.Namespace) -> int:
-    """Nearest-template accuracy per speaker for MFCC (shipped), log-mel and MFCC + deltas."""
-    raw = []
-    for path in sorted((CORPUS / "fsdd").glob("*.wav")):
-        digit, speaker, take = path.stem.split("_")
-        raw.append((path.stem, speaker, int(digit), int(take), audio.decode(path.read_bytes())))
-    print("| features | " + " | ".join(sorted({r[1] for r in raw})) + " | all |")
-    print("| --- |" + " ---: |" * 5)
-    for name, make in (
-        ("MFCC (shipped)", templates.features),
-        ("log-mel", _logmel),
-        ("MFCC + deltas", _with_deltas),
-    ):
-        takes = [Take(i, s, d, k, make(c.samples)) for i, s, d, k, c in raw]
-        table = template_table(nearest_table(takes, args.takes), 1.0, float("inf"), float("inf"))
-        cells = [f"{table[s]['right']}" for s in sorted(table)]
-        print(
-            f"| {name} | " + " | ".join(cells) + f" | {sum(c['right'] for c in table.values())} |"
-        )
-    return 0
-
-
 def main() -> int:
     """Command line: templates alone, or fused with the cached hearings."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -387,8 +343,6 @@ def main() -> int:
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)
     t.add_argument("--answers", type=int, default=100)
-    fe = sub.add_parser("features")
-    fe.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     r = sub.add_parser("replay")
     r.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     args = parser.parse_args()
@@ -398,7 +352,6 @@ def main() -> int:
         "fused": run_fused,
         "time": run_time,
         "replay": run_replay,
-        "features": run_features,
     }[args.command]
     return run(args)
 
