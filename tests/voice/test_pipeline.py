@@ -390,3 +390,36 @@ def test_a_longer_transcript_than_the_best_keeps_its_own_meaning() -> None:
 async def test_the_second_one_is_chosen_when_a_dropped_one_is_likelier() -> None:
     hearing = heard("The second one.", DROPPED, hypotheses=(Heard("The second one.", "en", -3.05),))
     assert await decide(hearing, cards=2) == Decision(Kind.CHOOSE, card=2)
+
+
+def test_a_part_that_is_itself_a_refusal_of_meaning_keeps_it() -> None:
+    # "yes" alone with three cards open is ambiguous; inside "Yes, two." it stays ambiguous, so
+    # the likeliest hypothesis still refuses the answer, as it did before partial hearings.
+    hearing = heard(
+        "Yes, two.",
+        (("yes", -1.0), ("two", -4.0)),
+        hypotheses=(Heard("Yes, two.", "en", -3.0), Heard("Yes.", "en", -3.2)),
+    )
+    readings = consent.readings(3, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 3, Stage.CHOOSE)}
+    assert meaning["yes"].reason is meaning["Yes."].reason is Reason.AMBIGUOUS
+    assert meaning["two"] == Decision(Kind.CHOOSE, card=2)  # not a part: its own meaning
+
+
+async def test_a_likelier_yes_inside_yes_two_is_not_released_as_card_two() -> None:
+    hearing = heard(
+        "Yes, two.",
+        (("yes", -1.0), ("two", -4.0)),
+        hypotheses=(Heard("Yes, two.", "en", -3.0), Heard("Yes.", "en", -3.2)),
+    )
+    assert not (await decide(hearing, cards=3)).releases
+
+
+async def test_a_number_at_the_final_stage_still_vetoes_inside_another_transcript() -> None:
+    # "Two." is a number on the final card; "Do it." must not lend it its confirm.
+    hearing = heard(
+        "Do it.",
+        (("yes", -2.1),),
+        hypotheses=(Heard("Do it.", "en", -2.1), Heard("Two.", "en", -2.0)),
+    )
+    assert (await decide(hearing, stage=Stage.FINAL, cards=1)).reason is Reason.NUMBER_ON_FINAL

@@ -35,8 +35,9 @@ def hypotheses(
     With one card open, choosing card 1 and yes release the same action: they are one decision.
     A text that is a run of consecutive words inside its language's best transcript ("one" in
     "The second one.", "too" in "Me too.") is a partial hearing of that transcript, not another
-    answer: it means what the best transcript means. Whisper drops leading words, and measured
-    on "the second one" in 17 espeak-ng voices, the bare "One." took up to half the probability.
+    answer: where its own reading would release, it means what the best transcript means.
+    Whisper drops leading words, and measured on "the second one" in 17 espeak-ng voices, the
+    bare "One." took up to half the probability.
     ``partial=False`` reads every text on its own (``benchmarks/phrases.py --compare``).
     """
     same = _merge(cards, stage)
@@ -48,13 +49,13 @@ def hypotheses(
     for r in readings:
         if r.text not in covered:
             lang = SPOKEN.get(r.lang, "en")
-            meaning = _within(r.text, lang, best) or same(r.decision)
+            meaning = _within(r.text, lang, best, same(r.decision))
             out.append(decision.Hypothesis(r.text, meaning, scores.get(r.text, -math.inf), lang))
     ranks: dict[str, int] = {}
     for heard in hearing.hypotheses:
         rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
-        within = _within(heard.text, heard.language, best) if rank else None
-        meaning = within or reading_of(heard.text, cards, stage, card_words)
+        own = reading_of(heard.text, cards, stage, card_words)
+        meaning = _within(heard.text, heard.language, best, own) if rank else own
         out.append(decision.Hypothesis(heard.text, meaning, heard.score, heard.language, rank))
     return out
 
@@ -72,13 +73,19 @@ def _best(
 
 
 def _within(
-    text: str, language: str, best: Mapping[str, tuple[tuple[str, ...], Decision]]
-) -> Decision | None:
-    """The best transcript's meaning when ``text`` is a part of it; None otherwise."""
-    if language not in best:
-        return None
+    text: str,
+    language: str,
+    best: Mapping[str, tuple[tuple[str, ...], Decision]],
+    own: Decision,
+) -> Decision:
+    """What ``text`` means: the best transcript's meaning when ``text`` is a part of it and
+    its ``own`` reading would release, else ``own``. A part that is itself a refusal of
+    meaning ("yes" inside "Yes, two." with three cards open, "to" inside "Go to two.") keeps
+    it, so the likeliest hypothesis still vetoes as it did before partial hearings."""
+    if language not in best or not own.releases:
+        return own
     whole, meaning = best[language]
-    return meaning if consent.part_of(consent.words_of(text), whole) else None
+    return meaning if consent.part_of(consent.words_of(text), whole) else own
 
 
 def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:
