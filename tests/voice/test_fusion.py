@@ -297,3 +297,24 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
             p = posteriors(finite)[out.decision]
             expected = fused_probability(WEIGHTS, p, templates, out.decision)
             assert expected is not None and out.fused <= expected
+
+
+def test_shipped_weights_never_lift_a_card_the_templates_put_behind_another() -> None:
+    """tiny.en's weights on an unsure "Two.": card 3's template is nearer than card 2's, so
+    the templates do not point at card 2 and lift nothing, however large their ratio."""
+    hyps = [free("Two.", TWO, math.log(0.45)), reading("three", THREE, math.log(0.2))]
+    hyps += [free("Tu.", UNREAD, math.log(0.35), 1)]
+    behind = taught({TWO: 10.0, THREE: 8.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
+    assert not fused(hyps, TWO, behind, cal=SHIPPED).decision.releases
+    # With card 2's template the nearest, inside its radius, the same hearing is lifted.
+    ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
+    assert fused(hyps, TWO, ahead, cal=SHIPPED).rule == "fused"
+
+
+def test_shipped_weights_never_lift_a_card_that_is_not_the_likeliest_reading() -> None:
+    """The recogniser's likeliest single reading is something it cannot read (0.85): the
+    templates do not lift the card behind it, even where they point at that card."""
+    hyps = [free("Two.", TWO, math.log(0.10)), reading("three", THREE, math.log(0.05))]
+    hyps += [Hypothesis("Tu.", UNREAD, math.log(0.85), "hi", 0)]
+    ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
+    assert not fused(hyps, UNREAD, ahead, cal=SHIPPED).decision.releases

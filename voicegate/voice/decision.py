@@ -245,13 +245,15 @@ def fuse(
         return Verdict(verdict.decision, verdict.probability, verdict.rule, winner, combined)
     # The recogniser alone found its winner too unsure. The templates lift it only on a choice
     # among cards, when a free transcript at the top of a language's beam says it (rule 3), the
-    # transcript reads as no other answer, and no refusal of meaning is the likeliest reading.
+    # transcript reads as no other answer, the winner is the likeliest reading, and the
+    # templates point at it (``_points_at``).
     said = _supported(winner, finite, calibration.support)
     other = transcript.kind in ANSWERS and transcript != winner
     if (
         said
         and not other
-        and not _meaning(likeliest)
+        and likeliest == winner
+        and _points_at(evidence, winner)
         and question(stage, cards) == "card"
         and _allowed(winner, stage, cards)
         and combined >= need
@@ -297,10 +299,9 @@ def fusion_evidence(
     probability: float, taught: Taught, meaning: Decision, anywhere: bool = False
 ) -> tuple[float, float, float] | None:
     """What the fused probability weighs for ``meaning``: the recogniser's log-odds for it,
-    log(other / distance), where ``distance`` is that of the nearest template of ``meaning``
-    and ``other`` that of the nearest template of any other taught meaning (above 0 when
-    ``meaning`` is the nearer, below 0 when another is), and log(radius / distance), how far
-    inside the user's own spread of takes of ``meaning`` it lies (below 0: outside).
+    log(other / distance), ``distance`` that of the nearest template of ``meaning`` and
+    ``other`` that of any other taught meaning (below 0 when another is nearer), and
+    log(radius / distance), how far inside the user's spread of takes of it (below 0: outside).
 
     None when the templates say nothing about it: the answer lies outside every taught
     meaning's radius (far from all of them), ``meaning`` was not taught or has no radius (one
@@ -353,6 +354,13 @@ def fused_probability(
     if inside < 0.0:  # log(radius / distance) < 0: outside the radius
         z = min(z, recogniser)
     return 0.5 * (1.0 + math.tanh(z / 2.0))  # the logistic function, with no overflow
+
+
+def _points_at(taught: Taught, meaning: Decision) -> bool:
+    """The templates point at ``meaning``: nearest of all taught meanings, inside its radius."""
+    d = taught.distances.get(meaning, math.inf)
+    others = min((v for m, v in taught.distances.items() if m != meaning), default=math.inf)
+    return d < others and d <= taught.radii.get(meaning, 0.0)
 
 
 def _merged(taught: Taught, same: Callable[[Decision], Decision]) -> Taught | None:
