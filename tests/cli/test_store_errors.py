@@ -107,3 +107,27 @@ def test_a_command_in_a_folder_with_no_database_says_so_and_creates_nothing(
     assert out == ""
     assert one_line(err) == f"voicegate {argv[0]}: no database at voicegate.db"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [*READERS, ["decide", "clip.flac", "--cards", "2", "--user", "u"]])
+def test_a_command_on_an_empty_database_file_says_so_and_writes_nothing(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A file that holds no store (made by ``touch``, say) is not made into one by a command
+    that only reads or changes what a store already holds."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VOICEGATE_DB", raising=False)
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    (tmp_path / "voicegate.db").write_bytes(b"")
+    (tmp_path / "clip.flac").write_bytes(b"not audio: the store is opened first")
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert one_line(err) == (
+        f"voicegate {argv[0]}: no voicegate store in voicegate.db: it holds no tables"
+    )
+    assert (tmp_path / "voicegate.db").read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.flac", "voicegate.db"]

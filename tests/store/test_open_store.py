@@ -5,9 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import asyncpg
 import pytest
 
-from voicegate.errors import ConfigError
+from tests.conftest import PG_DSN
+from tests.store.conftest import with_schema
+from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.settings import keys_for
 from voicegate.store import (
     MemoryStore,
@@ -113,3 +116,57 @@ async def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(ConfigError):
         await open_store(str(path))
+
+
+async def test_an_existing_store_opens_without_create(tmp_path: Path) -> None:
+    path = tmp_path / "gate.db"
+    first = await open_store(str(path))
+    assert await first.ledger.consume("nonce", expires_at=9.0)
+    await first.close()
+    again = await open_store(str(path), create=False)
+    assert await again.ledger.consume("nonce", expires_at=9.0) is False
+    await again.close()
+
+
+@pytest.mark.parametrize("content", [b"", None])
+async def test_a_sqlite_file_without_tables_is_unavailable_without_create_and_left_as_it_was(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    path = tmp_path / "gate.db"
+    if content is None:  # a database of another program: one table, not voicegate's
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE other (x INTEGER)")
+        conn.close()
+    else:
+        path.write_bytes(content)
+    before = path.read_bytes()
+    store = store_for(str(path), create=False)
+    with pytest.raises(StoreUnavailable, match="holds no tables"):
+        await store.start()
+    await store.close()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gate.db"]
+
+
+@pytest.mark.postgres
+async def test_a_postgres_schema_without_tables_is_unavailable_without_create(
+    pg_schema: str,
+) -> None:
+    url = with_schema(PG_DSN, pg_schema)
+    store = store_for(url, create=False)
+    with pytest.raises(StoreUnavailable, match=f"schema {pg_schema}: it holds no tables"):
+        await store.start()
+    await store.close()
+    conn = await asyncpg.connect(PG_DSN, timeout=5)
+    try:
+        made = await conn.fetchval(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", pg_schema
+        )
+    finally:
+        await conn.close()
+    assert made == 0
+    created = await open_store(url)
+    await created.close()
+    again = await open_store(url, create=False)
+    assert await again.ledger.consume("nonce", expires_at=9.0)
+    await again.close()

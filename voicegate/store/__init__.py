@@ -47,8 +47,9 @@ async def open_store(url: str, *, create: bool = True) -> Store:
     """The store ``url`` names, connected and with its schema in place.
 
     Raises ``ConfigError`` for a URL it cannot use and ``StoreUnavailable`` when the database
-    cannot be reached now. With ``create`` False, a SQLite file that is not there is
-    ``StoreUnavailable`` too, and nothing is created: the read-only commands open stores so.
+    cannot be reached now. With ``create`` False, a SQLite file that is not there, or a file or
+    PostgreSQL database (or schema) without voicegate's tables, is ``StoreUnavailable`` too, and
+    nothing is created or written: the read-only commands open stores so.
     """
     store = store_for(url, create=create)
     await store.start()
@@ -58,9 +59,10 @@ async def open_store(url: str, *, create: bool = True) -> Store:
 def store_for(url: str, *, create: bool = True) -> MemoryStore | SqliteStore | PostgresStore:
     """The store ``url`` names, not yet connected (it connects on ``start`` or first use).
 
-    With ``create`` False, ``StoreUnavailable`` for a SQLite file that is not there.
+    With ``create`` False, ``StoreUnavailable`` for a SQLite file that is not there, and, on
+    ``start``, for a store without voicegate's tables.
     """
-    store = _store_for(url.strip())
+    store = _store_for(url.strip(), create=create)
     if isinstance(store, SqliteStore):
         path = store.runner.path
         if not create and not path.is_file():
@@ -96,15 +98,15 @@ def sqlite_path(url: str) -> str | None:
     return url
 
 
-def _store_for(url: str) -> MemoryStore | SqliteStore | PostgresStore:
+def _store_for(url: str, *, create: bool) -> MemoryStore | SqliteStore | PostgresStore:
     if url in ("memory", "memory:"):
         return MemoryStore()
     if url.startswith(_POSTGRES):
         dsn, schema = _split_schema(url)
-        return _postgres()(dsn, schema=schema)
+        return _postgres()(dsn, schema=schema, create=create)
     path = sqlite_path(url)
     assert path is not None  # memory and PostgreSQL were taken above
-    return SqliteStore(path)
+    return SqliteStore(path, create=create)
 
 
 def __getattr__(name: str) -> Any:

@@ -67,6 +67,7 @@ class PostgresRunner:
         max_size: int = 10,
         connect_timeout: float = 5.0,
         command_timeout: float = 15.0,
+        create: bool = True,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError("a schema name is lower-case letters, digits and _")
@@ -75,6 +76,9 @@ class PostgresRunner:
         self._sizes = (min_size, max_size)
         self._connect_timeout = connect_timeout
         self._command_timeout = command_timeout
+        # False: use only a database (or schema) that already holds voicegate's tables, and
+        # create nothing in one that does not (the read-only commands open stores so)
+        self._create = create
         self._pool: asyncpg.Pool | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -177,6 +181,9 @@ class PostgresRunner:
 
     async def _prepare(self, conn: asyncpg.Connection) -> None:
         async with conn.transaction():
+            if not self._create and await conn.fetchval("SELECT to_regclass('vg_schema')") is None:
+                where = f"schema {self.schema}" if self.schema is not None else "the database"
+                raise StoreUnavailable(f"no voicegate store in {where}: it holds no tables")
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
             if self.schema is not None:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
@@ -220,10 +227,12 @@ class PostgresStore(sql.SqlStore):
         max_size: int = 10,
         connect_timeout: float = 5.0,
         command_timeout: float = 15.0,
+        create: bool = True,
     ) -> None:
         self.runner = PostgresRunner(
             dsn,
             schema=schema,
+            create=create,
             min_size=min_size,
             max_size=max_size,
             connect_timeout=connect_timeout,

@@ -40,9 +40,12 @@ _DRIVER_ERRORS = (sqlite3.Error, ValueError, OSError)
 class SqliteRunner:
     """One aiosqlite connection per store, opened on first use and again after a failed open."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0, create: bool = True) -> None:
         self.path = Path(path)
         self._busy_timeout = busy_timeout
+        # False: open only a file that already holds voicegate's tables, and write nothing to
+        # one that does not (the read-only commands open stores so)
+        self._create = create
         self._conn: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
         # held by each statement and by a whole transaction, so no statement of another task
@@ -51,7 +54,7 @@ class SqliteRunner:
         self._closed = False
 
     async def start(self) -> None:
-        """Open the file and create the schema now."""
+        """Open the file and create the schema now (with ``create`` False: check it is there)."""
         await self._connection()
 
     async def run(self, statement: str, params: Sequence[object] = ()) -> int:
@@ -118,6 +121,8 @@ class SqliteRunner:
         except _DRIVER_ERRORS as exc:
             raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
         try:
+            if not self._create and not await _has_schema(conn):
+                raise StoreUnavailable(f"no voicegate store in {self.path}: it holds no tables")
             await _prepare(conn, self._busy_timeout)
         except _DRIVER_ERRORS as exc:
             await _close_quietly(conn)
@@ -149,9 +154,17 @@ class _SqliteStatements:
 class SqliteStore(sql.SqlStore):
     """Every store concept in one SQLite file; several processes may open the same file."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
-        self.runner = SqliteRunner(path, busy_timeout=busy_timeout)
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0, create: bool = True) -> None:
+        self.runner = SqliteRunner(path, busy_timeout=busy_timeout, create=create)
         super().__init__(self.runner)
+
+
+async def _has_schema(conn: aiosqlite.Connection) -> bool:
+    """Whether the file holds voicegate's schema table; a plain read, which writes nothing."""
+    async with conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vg_schema'"
+    ) as cursor:
+        return await cursor.fetchone() is not None
 
 
 async def _prepare(conn: aiosqlite.Connection, busy_timeout: float) -> None:
