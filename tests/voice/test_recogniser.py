@@ -218,6 +218,24 @@ def test_every_reading_and_transcript_gets_a_whole_sequence_score(
     assert best[0] == "the second one", hearing.scores
 
 
+def test_a_reading_scores_the_same_alone_and_beside_longer_ones(
+    tiny: FasterWhisperTranscriber,
+) -> None:
+    """Every reading of a language is scored in one decoder call, which runs as long as its
+    longest member: a short reading's score must not depend on what it is batched with."""
+    samples = decode((CLIPS / "piper_the_second_one.flac").read_bytes()).samples
+    short = ("two", "one")
+    alone = dict(tiny.transcribe(samples, candidates=short).scores)
+    beside = dict(
+        tiny.transcribe(
+            samples, candidates=(*short, "the second one please", "more time please, right now")
+        ).scores
+    )
+    for text in short:
+        assert np.isfinite(alone[text])
+        assert beside[text] == pytest.approx(alone[text], abs=1e-4), (text, alone, beside)
+
+
 def test_a_dropped_the_second_is_a_partial_hearing_of_the_second_one(
     tiny: FasterWhisperTranscriber,
 ) -> None:
