@@ -99,7 +99,9 @@ def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
 def server_config(app: Any) -> uvicorn.Config:
     """How uvicorn runs ``app``: the app's lifespan runs outside it, and uvicorn never reads
     ``X-Forwarded-For`` itself (by default it trusts it from 127.0.0.1); the app does, and only
-    from ``--trusted-proxy`` addresses."""
+    from ``--trusted-proxy`` addresses. uvicorn's "auto" parser is httptools, a dependency: it
+    costs a read about 0.6 ms less CPU than h11, the pure-Python parser uvicorn falls back to
+    where httptools is missing (docs/benchmarks.md, P3)."""
     return uvicorn.Config(app, log_level="warning", lifespan="off", proxy_headers=False)
 
 
