@@ -151,11 +151,15 @@ def run(args: argparse.Namespace) -> int:
     if (shipped.fusion, shipped.fusion_limits) != (weights, limits):
         print(f"the shipped weights differ: {shipped.fusion}, limits {shipped.fusion_limits}")
     report: dict[str, object] = {"weights": weights, "limits": limits, "fitting_takes": len(y)}
-    for title, w in (
-        ("recogniser alone (no enrolment)", None),
-        (f"fused, {args.takes} takes enrolled, weights {weights}", weights),
-    ):
-        counts, rules = table(rows, w, limits=limits)
+    runs: list[tuple[str, Weights | None, Limits]] = [
+        ("recogniser alone (no enrolment)", None, limits),
+        (f"fused, {args.takes} takes enrolled, weights {weights}", weights, limits),
+    ]
+    if shipped.fusion is not None and (shipped.fusion, shipped.fusion_limits) != (weights, limits):
+        title = f"fused, {args.takes} takes enrolled, shipped weights {shipped.fusion}"
+        runs.append((title, shipped.fusion, shipped.fusion_limits))
+    for title, w, lim in runs:
+        counts, rules = table(rows, w, limits=lim)
         enrol.print_table(title, counts)
         print("rules:", dict(sorted(rules.items())))
         report[title] = {k: dict(v) for k, v in counts.items()}
