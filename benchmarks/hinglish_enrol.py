@@ -41,7 +41,7 @@ OTHERS = (
     ("pata nahin", "पता नहीं", "hedge"),
     ("haan nahin", "हाँ नहीं", "contradiction"),
     ("doosra nahin", "दूसरा नहीं", "negation"),
-    ("kya", "क्या", "hedge"),
+    ("kya", "क्या", "question"),
     ("paani", "पानी", "oov"),
     ("kal", "कल", "oov"),
     ("ghar", "घर", "oov"),

@@ -60,6 +60,10 @@ class StoreUnavailable(VoicegateError):
     """The store is unreachable; callers refuse with ``Reason.LEDGER_UNAVAILABLE``."""
 
 
+class NoStore(StoreUnavailable):
+    """Opened without ``create``, the file, database or schema named holds no voicegate store."""
+
+
 class ConfigError(VoicegateError):
     """The configuration is unsafe or incomplete."""
 

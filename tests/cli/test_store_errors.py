@@ -127,7 +127,7 @@ def test_a_command_on_an_empty_database_file_says_so_and_writes_nothing(
     out, err = capsys.readouterr()
     assert out == ""
     assert one_line(err) == (
-        f"voicegate {argv[0]}: no voicegate store in voicegate.db: it holds no tables"
+        f"voicegate {argv[0]}: no voicegate store in voicegate.db: it holds no voicegate tables"
     )
     assert (tmp_path / "voicegate.db").read_bytes() == b""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.flac", "voicegate.db"]

@@ -106,7 +106,7 @@ def existing_keys(db: str) -> KeyRing:
 
 def existing_store(db: str) -> MemoryStore | SqliteStore | PostgresStore:
     """The store ``db`` names, not yet opened; ``StoreUnavailable`` for a SQLite file that is
-    not there."""
+    not there (and, once started, ``NoStore`` for one without voicegate's tables)."""
     return store_for(db, create=False)
 
 

@@ -48,8 +48,10 @@ async def open_store(url: str, *, create: bool = True) -> Store:
 
     Raises ``ConfigError`` for a URL it cannot use and ``StoreUnavailable`` when the database
     cannot be reached now. With ``create`` False, a SQLite file that is not there, or a file or
-    PostgreSQL database (or schema) without voicegate's tables, is ``StoreUnavailable`` too, and
-    nothing is created or written: the read-only commands open stores so.
+    PostgreSQL database (or schema) without voicegate's tables, is ``NoStore`` (a
+    ``StoreUnavailable``) and is left as it was: the commands that read or change an existing
+    store open stores so. A voicegate store is opened as ``serve`` opens it, its schema brought
+    up to this version's (receipts written before receipt heads get their roster marked).
     """
     store = store_for(url, create=create)
     await store.start()
@@ -60,7 +62,7 @@ def store_for(url: str, *, create: bool = True) -> MemoryStore | SqliteStore | P
     """The store ``url`` names, not yet connected (it connects on ``start`` or first use).
 
     With ``create`` False, ``StoreUnavailable`` for a SQLite file that is not there, and, on
-    ``start``, for a store without voicegate's tables.
+    ``start``, ``NoStore`` for a store without voicegate's tables.
     """
     store = _store_for(url.strip(), create=create)
     if isinstance(store, SqliteStore):

@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from voicegate.errors import ConfigError, StoreUnavailable
+from voicegate.errors import ConfigError, NoStore, StoreUnavailable
 from voicegate.store import sql, tables
 
 _SCHEMA = tables.create_statements(
@@ -181,15 +181,31 @@ class PostgresRunner:
 
     async def _prepare(self, conn: asyncpg.Connection) -> None:
         async with conn.transaction():
-            if not self._create and await conn.fetchval("SELECT to_regclass('vg_schema')") is None:
-                where = f"schema {self.schema}" if self.schema is not None else "the database"
-                raise StoreUnavailable(f"no voicegate store in {where}: it holds no tables")
+            if not self._create:
+                await self._check_existing(conn)
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
             if self.schema is not None:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             for statement in _SCHEMA:
                 await conn.execute(statement)
             tables.check_version(await conn.fetchval(tables.VERSION_QUERY))
+
+    async def _check_existing(self, conn: asyncpg.Connection) -> None:
+        """``NoStore`` unless the schema (or database) already holds voicegate's tables."""
+        database = await conn.fetchval("SELECT current_database()")
+        if self.schema is not None:
+            found = await conn.fetchval(
+                "SELECT 1 FROM pg_namespace WHERE nspname = $1", self.schema
+            )
+            if found is None:
+                raise NoStore(
+                    f"no voicegate store: database {database} has no schema {self.schema}"
+                )
+        if await conn.fetchval("SELECT to_regclass('vg_schema')") is None:
+            where = f"schema {self.schema} of " if self.schema is not None else ""
+            raise NoStore(
+                f"no voicegate store in {where}database {database}: it holds no voicegate tables"
+            )
 
 
 class _PostgresStatements:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from voicegate.errors import ConfigError, StoreUnavailable
+from voicegate.errors import ConfigError, NoStore, StoreUnavailable
 from voicegate.store import sql, tables
 
 # RETURNING and upserts with a WHERE clause need SQLite 3.35
@@ -114,15 +114,19 @@ class SqliteRunner:
         try:
             # aiosqlite leaves a worker thread behind when its own open fails, so a plain open
             # checks first that the file can be opened at all
-            await asyncio.to_thread(_try_open, self.path)
+            # without create, an existing file only: a file removed since it was checked is
+            # not made again (SQLite's mode=rw)
+            target = str(self.path) if self._create else self.path.resolve().as_uri() + "?mode=rw"
+            uri = not self._create
+            await asyncio.to_thread(_try_open, target, uri)
             conn = await aiosqlite.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None
+                target, timeout=self._busy_timeout, isolation_level=None, uri=uri
             )
         except _DRIVER_ERRORS as exc:
             raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
         try:
             if not self._create and not await _has_schema(conn):
-                raise StoreUnavailable(f"no voicegate store in {self.path}: it holds no tables")
+                raise NoStore(f"no voicegate store in {self.path}: it holds no voicegate tables")
             await _prepare(conn, self._busy_timeout)
         except _DRIVER_ERRORS as exc:
             await _close_quietly(conn)
@@ -216,8 +220,8 @@ def _unstorable(exc: UnicodeError) -> ValueError:
     return ValueError(f"a value SQLite cannot store: {exc}")
 
 
-def _try_open(path: Path) -> None:
-    sqlite3.connect(path).close()
+def _try_open(target: str, uri: bool) -> None:
+    sqlite3.connect(target, uri=uri).close()
 
 
 async def _roll_back(conn: aiosqlite.Connection) -> None:

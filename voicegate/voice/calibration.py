@@ -58,9 +58,10 @@ CALIBRATIONS: Mapping[str, Calibration] = {
     # benchmarks/calibrate.py hear --model base --lang en --lang hi --fsdd-takes 10.
     # "card" 0.92: the calibration speakers' lowest step that releases nothing wrongly; below it
     # a spoken "seven" of jackson, heard "Second.", chose card two at 0.918 (the 0.5 fitted on
-    # the first 20 takes released it). "yes" never: no threshold up to 0.99 holds (a spoken
-    # "left" of a calibration speaker, heard "Yeah.", gives yes 0.998). With Hindi on, a yes is a tap
-    # until a larger calibration or the user's own enrolment says otherwise.
+    # 260 clips, of FSDD take 0 of each digit of jackson and theo only, released it). "yes"
+    # never: no threshold up to 0.99 holds (a spoken "left" of a calibration speaker, heard
+    # "Yeah.", gives yes 0.998). With Hindi on, a yes is a tap until a larger calibration or the
+    # user's own enrolment says otherwise.
     "base": Calibration(
         card=0.92,
         yes=math.inf,

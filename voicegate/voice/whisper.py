@@ -323,9 +323,7 @@ class FasterWhisperTranscriber:
         The batch runs as many steps as its longest member, so a one-token number beside a
         twelve-token Devanagari reading takes ten steps it does not need; one call for all was
         still faster than one call per sequence length, with the same scores to the last digit
-        (one clip, one thread, same run: tiny.en with the card prompt, 30 English readings of
-        two cards, 1,039 against 1,544 ms; base, 40 Hindi readings of three cards, 2.0-2.4
-        against 4.9-5.2 s; docs/voice.md, "Measured").
+        (``benchmarks/forced.py``; docs/voice.md, "Measured").
         """
         longest_first = sorted(range(len(seqs)), key=lambda k: -len(seqs[k]))
         batch = self._forced_batch(full, rows, keep, tok, seqs, longest_first)
