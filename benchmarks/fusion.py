@@ -148,14 +148,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"templates fitted on {enrol.CALIBRATION}, {len(y)} takes ({int(y.sum())} said the "
           f"recogniser's winner): {(a, b, c)}; fused weights {weights}")  # fmt: skip
     shipped = calibration.of("tiny.en")
-    if (shipped.fusion, shipped.fusion_limits) != (weights, limits):
+    differ = (shipped.fusion, shipped.fusion_limits) != (weights, limits)
+    if differ:
         print(f"the shipped weights differ: {shipped.fusion}, limits {shipped.fusion_limits}")
     report: dict[str, object] = {"weights": weights, "limits": limits, "fitting_takes": len(y)}
     runs: list[tuple[str, Weights | None, Limits]] = [
         ("recogniser alone (no enrolment)", None, limits),
         (f"fused, {args.takes} takes enrolled, weights {weights}", weights, limits),
     ]
-    if shipped.fusion is not None and (shipped.fusion, shipped.fusion_limits) != (weights, limits):
+    if shipped.fusion is not None and differ:
         title = f"fused, {args.takes} takes enrolled, shipped weights {shipped.fusion}"
         runs.append((title, shipped.fusion, shipped.fusion_limits))
     for title, w, lim in runs:

@@ -64,28 +64,29 @@ def rows_for(folder: Path, v: int, voice: str, lang: str) -> list[dict[str, obje
     """One user's enrolment lines, then their cases."""
     user = f"h{v}"
     rows: list[dict[str, object]] = []
-    deva = lang == "hi-Deva"
+
+    def add(name: str, words: tuple[str, str], speed: int, pitch: int, **line: object) -> None:
+        text = words[1] if lang == "hi-Deva" else words[0]
+        audio = say(folder, f"{user}-{name}", text, voice, speed, pitch)
+        rows.append({"id": f"{user}-{name}", "audio": audio, **line, "user": user})
+
     for latin, devanagari, expect, _, _ in TAUGHT_WORDS:
-        text, slug = (devanagari if deva else latin), latin.replace(" ", "_")
         for k, (speed, pitch) in enumerate(TAUGHT):
-            name = f"{user}-enrol-{slug}-{k}"
-            rows.append({"id": name, "audio": say(folder, name, text, voice, speed, pitch),
-                         "expect": expect, "enrol": True, "user": user})  # fmt: skip
+            add(f"enrol-{_slug(latin)}-{k}", (latin, devanagari), speed, pitch,
+                expect=expect, enrol=True)  # fmt: skip
     for latin, devanagari, expect, cards, stage in TAUGHT_WORDS:
-        text, slug = (devanagari if deva else latin), latin.replace(" ", "_")
         for k, (speed, pitch) in enumerate(ANSWERS):
-            name = f"{user}-genuine-{slug}-{k}"
-            rows.append({"id": name, "audio": say(folder, name, text, voice, speed, pitch),
-                         "expect": expect, "class": "genuine", "user": user, "cards": cards,
-                         "stage": stage, "lang": lang})  # fmt: skip
+            add(f"genuine-{_slug(latin)}-{k}", (latin, devanagari), speed, pitch, expect=expect,
+                **{"class": "genuine"}, cards=cards, stage=stage, lang=lang)  # fmt: skip
     for latin, devanagari, kind in OTHERS:
-        text, slug = (devanagari if deva else latin), latin.replace(" ", "_")
         for cards, stage in PLACES:
-            name = f"{user}-other-{slug}-{stage}"
-            rows.append({"id": name, "audio": say(folder, name, text, voice, 160, 50),
-                         "expect": "refuse", "class": kind, "user": user, "cards": cards,
-                         "stage": stage, "lang": lang})  # fmt: skip
+            add(f"other-{_slug(latin)}-{stage}", (latin, devanagari), 160, 50, expect="refuse",
+                **{"class": kind}, cards=cards, stage=stage, lang=lang)  # fmt: skip
     return rows
+
+
+def _slug(words: str) -> str:
+    return words.replace(" ", "_")
 
 
 def main() -> int:
