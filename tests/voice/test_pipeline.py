@@ -8,6 +8,7 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from voicegate.errors import ModelError
@@ -17,7 +18,7 @@ from voicegate.store.memory import MemoryStore
 from voicegate.voice import consent, templates
 from voicegate.voice.decision import UNCALIBRATED, Calibration
 from voicegate.voice.fingerprint import ReplayGuard
-from voicegate.voice.hypotheses import hypotheses
+from voicegate.voice.hypotheses import hypotheses, reading_of
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 
@@ -385,6 +386,61 @@ def test_a_longer_transcript_than_the_best_keeps_its_own_meaning() -> None:
     meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 2, Stage.CHOOSE)}
     assert meaning["One."] == meaning["one"] == Decision(Kind.CHOOSE, card=1)
     assert meaning["No, one."].kind is Kind.REFUSE
+
+
+# Scores as tiny.en gave them for a real "yes" of the speech_commands set: "Yes?" below "Yes.".
+ASKED = (("yes", -3.43), ("no", -9.0), ("cancel", -11.0))
+
+
+def test_the_best_transcript_with_a_question_mark_added_means_what_the_best_one_means() -> None:
+    hearing = heard(
+        "Yes.", ASKED, hypotheses=(Heard("Yes.", "en", -3.43, "yes"), Heard("Yes?", "en", -3.93))
+    )
+    readings = consent.readings(1, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
+    assert meaning["Yes?"] == Decision(Kind.CONFIRM)
+    # Read alone, the same text is a question.
+    assert reading_of("Yes?", 1, Stage.CHOOSE).reason is Reason.QUESTION
+
+
+@pytest.mark.parametrize(
+    ("best", "other", "other_score"),
+    [
+        ("Yes.", "Yes?", -3.0),  # likelier than the best transcript: its question stands
+        ("Yes.", "Yes, two?", -4.0),  # other words
+        ("Not.", "Not?", -4.0),  # the best transcript releases nothing
+    ],
+)
+def test_a_question_mark_keeps_its_question_otherwise(
+    best: str, other: str, other_score: float
+) -> None:
+    hearing = heard(
+        best, ASKED, hypotheses=(Heard(best, "en", -3.43), Heard(other, "en", other_score))
+    )
+    readings = consent.readings(1, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
+    assert meaning[other].reason is Reason.QUESTION
+
+
+def test_a_best_transcript_that_asks_lends_its_question_to_the_plain_words() -> None:
+    hearing = heard(
+        "Yes?", ASKED, hypotheses=(Heard("Yes?", "en", -3.43), Heard("Yes.", "en", -4.0, "yes"))
+    )
+    readings = consent.readings(1, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
+    assert meaning["Yes."].reason is Reason.QUESTION
+
+
+async def test_a_yes_whose_question_mark_variant_is_close_is_confirmed() -> None:
+    # Read apart, yes would have 0.62 of the probability, under tiny.en's 0.92.
+    hearing = heard(
+        "Yes.", ASKED, hypotheses=(Heard("Yes.", "en", -3.43, "yes"), Heard("Yes?", "en", -3.93))
+    )
+    tiny = Calibration(card=0.94, yes=0.92, support=1, source="test")
+    pipeline = VoicePipeline(FakeTranscriber([hearing]), None, calibrated=tiny)
+    result = await pipeline.decide(speech(), user="u", cards=1, stage=Stage.FINAL)
+    assert (result.decision, result.rule) == (Decision(Kind.CONFIRM), "decided")
+    assert result.probability > 0.99
 
 
 async def test_the_second_one_is_chosen_when_a_dropped_one_is_likelier() -> None:

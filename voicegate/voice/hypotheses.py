@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from voicegate.gate.types import Decision, Stage
 from voicegate.voice import consent, decision
+from voicegate.voice.normalise import QUESTION_MARK
 from voicegate.voice.transcribe import Hearing
 
 __all__ = ["LEXICONS", "SPOKEN", "hypotheses", "reading_of"]
@@ -37,12 +38,17 @@ def hypotheses(
     "The second one.", "too" in "Me too.") is a partial hearing of that transcript, not another
     answer: where its own reading would release, it means what the best transcript means.
     Whisper drops leading words, and measured on "the second one" in 17 espeak-ng voices, the
-    bare "One." took up to half the probability.
+    bare "One." took up to half the probability. A free transcript with exactly the best
+    transcript's words and a "?" the best one lacks ("Yes?" below "Yes.") is the same words
+    with another guess at the intonation: it means what the best transcript means, unless it
+    is the likelier of the two (then its question stands). On real speech_commands "yes"
+    clips heard "Yes.", the "?" variants took 1-39 % of the probability (docs/voice.md,
+    "Punctuation").
     ``partial=False`` reads every text on its own (``benchmarks/phrases.py --compare``).
     """
     same = _merge(cards, stage)
     scores = dict(hearing.scores)
-    best = _best(hearing, cards, stage, card_words) if partial else {}
+    best: _Best = _best(hearing, cards, stage, card_words) if partial else {}
     # A free transcript spelt exactly like a reading is that reading, counted once.
     covered = {h.reading for h in hearing.hypotheses if h.reading is not None}
     out = []
@@ -55,27 +61,50 @@ def hypotheses(
     for heard in hearing.hypotheses:
         rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
         own = reading_of(heard.text, cards, stage, card_words)
+        if rank:
+            own = _respelt(heard.text, heard.language, heard.score, best, own)
         meaning = _within(heard.text, heard.language, best, own) if rank else own
         out.append(decision.Hypothesis(heard.text, meaning, heard.score, heard.language, rank))
     return out
 
 
+# Each language's best transcript: its words, what the grammar reads it as, and its score.
+_Best = Mapping[str, tuple[tuple[str, ...], Decision, float]]
+
+
 def _best(
     hearing: Hearing, cards: int, stage: Stage, card_words: Sequence[str]
-) -> dict[str, tuple[tuple[str, ...], Decision]]:
-    """Each language's best transcript, as words, and what the grammar reads it as."""
-    best: dict[str, tuple[tuple[str, ...], Decision]] = {}
+) -> dict[str, tuple[tuple[str, ...], Decision, float]]:
+    """Each language's best transcript, as words, what the grammar reads it as, its score."""
+    best: dict[str, tuple[tuple[str, ...], Decision, float]] = {}
     for heard in hearing.hypotheses:
         if heard.language not in best:
             meaning = reading_of(heard.text, cards, stage, card_words)
-            best[heard.language] = (consent.words_of(heard.text), meaning)
+            best[heard.language] = (consent.words_of(heard.text), meaning, heard.score)
     return best
+
+
+def _respelt(text: str, language: str, score: float, best: _Best, own: Decision) -> Decision:
+    """What ``text`` means when it is the best transcript's words with a "?" added: the best
+    transcript's meaning, where that releases and ``text`` is not the likelier of the two."""
+    if language not in best:
+        return own
+    whole, meaning, best_score = best[language]
+    words = consent.words_of(text)
+    if (
+        not meaning.releases
+        or QUESTION_MARK in whole
+        or QUESTION_MARK not in words
+        or score > best_score
+    ):
+        return own
+    return meaning if tuple(w for w in words if w != QUESTION_MARK) == whole else own
 
 
 def _within(
     text: str,
     language: str,
-    best: Mapping[str, tuple[tuple[str, ...], Decision]],
+    best: _Best,
     own: Decision,
 ) -> Decision:
     """What ``text`` means: the best transcript's meaning when ``text`` is a part of it and
@@ -84,7 +113,7 @@ def _within(
     it, so the likeliest hypothesis still vetoes as it did before partial hearings."""
     if language not in best or not own.releases:
         return own
-    whole, meaning = best[language]
+    whole, meaning, _ = best[language]
     return meaning if consent.part_of(consent.words_of(text), whole) else own
 
 
