@@ -52,6 +52,9 @@ CANCEL = Decision(Kind.CANCEL)
 # Which threshold a (several cards?, stage) question uses: ``Calibration.need``.
 KINDS = {(True, Stage.CHOOSE): "card", (False, Stage.CHOOSE): "yes", (False, Stage.FINAL): "yes"}
 GRID = [round(0.5 + 0.01 * i, 2) for i in range(50)]
+# The prior log-odds of "anything else" tried at a choice among cards (``Calibration.other``):
+# from 0 (as Whisper scored it) to -5, where it counts under 1 % and no more changes (measured).
+OTHER_GRID = [-0.5 * i or 0.0 for i in range(11)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +210,11 @@ def fit(args: argparse.Namespace) -> int:
                     t, hyps = verdicts(h, stages[(cards, stage)], cards, stage)
                     prepared.append((clip, cards, stage, t, hyps))
 
-    def run(need: float, kind: str, support: int) -> list[tuple[Clip, int, str]]:
-        cal = replace(base, card=need, yes=need, support=support)
+    def run(
+        need: float, kind: str, support: int, other: float | None = None
+    ) -> list[tuple[Clip, int, str]]:
+        prior = base.other if other is None else other
+        cal = replace(base, card=need, yes=need, support=support, other=prior)
         rows = []
         for clip, cards, st, t, hyps in prepared:
             if KINDS[(cards > 1, st)] != kind:
@@ -217,31 +223,43 @@ def fit(args: argparse.Namespace) -> int:
             rows.append((clip, cards, outcome(clip, cards, d)))
         return rows
 
-    # A threshold per kind of question, fitted on the answers to that kind.
-    fitted: dict[str, float] = {}
-    for kind in ("card", "yes"):
+    def lowest(kind: str, other: float | None = None) -> float:
+        """The lowest threshold at which the calibration split releases nothing wrongly."""
         for need in GRID:
-            rows = run(need, kind, base.support)
+            rows = run(need, kind, base.support, other)
             if not any(o == "wrong" for c, _, o in rows if c.calibration):
-                fitted[kind] = need
-                break
-        else:  # no threshold holds: that kind of answer is never released by voice
-            fitted[kind] = math.inf
+                return need
+        return math.inf  # no threshold holds: that kind of answer is never released by voice
+
+    def right(kind: str, need: float, other: float) -> int:
+        rows = run(need, kind, base.support, other)
+        return sum(o == "right" for c, _, o in rows if c.calibration)
+
+    # The prior of "anything else" at a choice among cards: the one whose own fitted threshold
+    # gets the calibration split the most right answers (the nearest 0 of equals).
+    priors = {other: lowest("card", other) for other in OTHER_GRID}
+    most = max(OTHER_GRID, key=lambda o: (right("card", priors[o], o), o))
+    # A threshold per kind of question, fitted on the answers to that kind.
+    fitted: dict[str, float] = {"card": priors[most], "yes": lowest("yes")}
     report: dict[str, object] = {
         "model": args.model,
         "languages": list(langs),
         "support": base.support,
         "fitted": fitted,
-        "shipped": {"card": base.card, "yes": base.yes},
+        "fitted_other": most,
+        "shipped": {"card": base.card, "yes": base.yes, "other": base.other},
         "machine": platform.processor() or platform.machine(),
         "clips": len(table),
     }
+    print("\nprior of anything else -> fitted card threshold, calibration right:")
+    print(", ".join(f"{o}: {priors[o]} {right('card', priors[o], o)}" for o in OTHER_GRID))
     for label, need in (("fitted", None), ("shipped", 0.0)):
-        print(f"\n## {label} thresholds")
+        prior = most if need is None else base.other
+        print(f"\n## {label} thresholds (prior of anything else {prior})")
         block: dict[str, object] = {}
         for kind in ("card", "yes"):
             chosen = fitted[kind] if need is None else getattr(base, kind)
-            rows = run(chosen, kind, base.support)
+            rows = run(chosen, kind, base.support, most if need is None else None)
             block[kind] = summarise(rows, chosen, kind)
         report[label] = block
     if args.support_sweep:

@@ -52,6 +52,29 @@ def test_probabilities_sum_the_hypotheses_of_each_decision() -> None:
     assert math.isclose(post[TWO], 0.6) and math.isclose(post[THREE], 0.4)
 
 
+def test_anything_else_counts_at_its_prior_odds_at_a_choice_among_cards() -> None:
+    hyps = [
+        free("Two.", TWO, math.log(0.5)),
+        free("Bye.", refuse(Reason.NOT_UNDERSTOOD), math.log(0.5), 1),
+    ]
+    post = posteriors(hyps, math.log(0.25))
+    assert math.isclose(post[TWO], 0.8)
+    prior = Calibration(card=0.75, yes=0.75, support=1, source="test", other=math.log(0.25))
+    assert decide(hyps, TWO, Stage.CHOOSE, prior, 3).decision == TWO
+    # As scored (no prior), two has only half: unclear.
+    assert decide(hyps, TWO, Stage.CHOOSE, Calibration(0.75, 0.75, 1, "test"), 3).rule == "unclear"
+    # A yes-or-no question counts anything else as scored.
+    assert prior.prior(Stage.CHOOSE, 1) == prior.prior(Stage.FINAL, 3) == 0.0
+
+
+def test_the_prior_leaves_refusals_of_meaning_and_readings_as_scored() -> None:
+    hedge = free("Maybe two.", refuse(Reason.HEDGE), math.log(0.5), 1)
+    other = reading("bye", refuse(Reason.NOT_UNDERSTOOD), math.log(0.5))  # a reading, not free
+    for second in (hedge, other):
+        post = posteriors([free("Two.", TWO, math.log(0.5)), second], -5.0)
+        assert math.isclose(post[TWO], 0.5)
+
+
 def test_a_clear_supported_card_is_chosen() -> None:
     hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -6.0)]
     verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
@@ -155,22 +178,32 @@ HYPOTHESES = st.lists(
 )
 
 
-@given(HYPOTHESES, st.sampled_from(sorted(MEANING)), st.sampled_from(list(Stage)))
+# The prior log-odds of "anything else" the calibration fit may choose (benchmarks/calibrate.py).
+PRIORS = st.sampled_from([0.0, -1.0, -3.0, -5.0])
+
+
+@given(
+    HYPOTHESES,
+    st.sampled_from(sorted(MEANING)),
+    st.sampled_from(list(Stage)),
+    PRIORS,
+    st.integers(1, 5),
+)
 def test_scores_never_turn_a_refusal_of_meaning_into_a_release(
-    hyps: list[Hypothesis], reason: Reason, stage: Stage
+    hyps: list[Hypothesis], reason: Reason, stage: Stage, other: float, cards: int
 ) -> None:
-    cal = Calibration(0.5, 0.5, 5, "test")
-    assert decide(hyps, refuse(reason), stage, cal).decision == refuse(reason)
+    cal = Calibration(0.5, 0.5, 5, "test", other=other)
+    assert decide(hyps, refuse(reason), stage, cal, cards).decision == refuse(reason)
 
 
-@given(HYPOTHESES, DECISIONS, st.sampled_from(list(Stage)))
+@given(HYPOTHESES, DECISIONS, st.sampled_from(list(Stage)), PRIORS)
 def test_a_release_is_always_the_likeliest_answer_above_the_threshold_and_supported(
-    hyps: list[Hypothesis], transcript: Decision, stage: Stage
+    hyps: list[Hypothesis], transcript: Decision, stage: Stage, other: float
 ) -> None:
-    cal = Calibration(0.6, 0.8, 3, "test")
+    cal = Calibration(0.6, 0.8, 3, "test", other=other)
     verdict = decide(hyps, transcript, stage, cal, 3)
     if verdict.decision.releases:
-        post = posteriors(hyps)
+        post = posteriors(hyps, cal.prior(stage, 3))
         assert post[verdict.decision] >= cal.need(stage, 3)
         assert any(
             h.decision == verdict.decision and h.rank is not None and h.rank < 3 for h in hyps

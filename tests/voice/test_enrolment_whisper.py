@@ -18,19 +18,19 @@ from voicegate.voice.whisper import FasterWhisperTranscriber
 pytestmark = [pytest.mark.whisper, pytest.mark.corpus, pytest.mark.slow]
 
 
-# Takes of theo's "five" that tiny.en, told the question, gives card five under its 0.94 (0.55 to
-# 0.87 on the machines measured): int8 scores differ a little between machines, and on one of
-# them 5_theo_4 was written "Bye.", so the test asks it of several takes, not one.
-FIVES = (4, 6, 10, 11, 14)
+# Takes of theo's "five" that tiny.en, told the question, leaves under its card threshold
+# (2026-12-02, with its prior of anything else: 0.82 for take 1 and 0.948 for take 11, both
+# heard "Five."; takes 2, 4 and 5 are heard "Bye."). int8 scores differ a little between
+# machines, so the test asks it of several takes and compares taught with alone on each.
+FIVES = (1, 2, 4, 5, 11)
 
 
-@pytest.mark.parametrize("taught", [False, True], ids=["alone", "enrolled"])
-async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path, taught: bool) -> None:
-    """Alone, the recogniser releases none of these takes. Taught, theo's templates of five lie
-    nearest, inside his radius, and their likelihood ratio lifts the fused probability past the
-    threshold (0.9998 and more, benchmarks/enrol.py fused) wherever a transcript says "Five.": most
-    takes are chosen by the rule ``fused``, and none is ever another card (a take heard as
-    something else, "Bye.", stays refused)."""
+async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> None:
+    """Taught, theo's templates of five lie nearest, inside his radius, and their likelihood
+    ratio lifts the fused probability past the threshold (0.9999 and more, benchmarks/enrol.py
+    fused) where a transcript says "Five." (take 1 at least, whose recogniser probability is far
+    under the threshold). Nothing is ever another card, a take the recogniser released alone is
+    still released, and a take heard as something else ("Bye.") stays refused."""
     require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
     store = await open_store("memory")
     for digit in range(1, 6):
@@ -38,25 +38,22 @@ async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path, taugh
             clip = audio.decode((fsdd / f"{digit}_theo_{take}.wav").read_bytes())
             row = stored("theo", f"choose:{digit}", "", templates.features(clip.samples),
                          now=float(take), device="d1")  # fmt: skip
-            if taught:
-                await store.templates.add(row)
-    pipeline = VoicePipeline(
-        FasterWhisperTranscriber("tiny.en", device="cpu", threads=2),
-        None,
-        enrolments=StoreEnrolments(store.templates),
-    )
-    results = [
-        await pipeline.decide(
-            (fsdd / f"5_theo_{take}.wav").read_bytes(), user="theo", cards=5, stage=Stage.CHOOSE
-        )
-        for take in FIVES
-    ]
-    released = [r.decision for r in results if r.decision.releases]
-    assert all(d == Decision(Kind.CHOOSE, card=5) for d in released), released
-    if taught:
-        lifted = [r for r in results if r.rule == "fused"]
-        assert len(lifted) >= 3, [(r.rule, r.transcripts, r.probability) for r in results]
-        for r in lifted:
-            assert r.fused is not None and r.fused > 0.99 > 0.94 > r.probability
-    else:
-        assert released == [], [(r.rule, r.transcripts, r.probability) for r in results]
+            await store.templates.add(row)
+    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
+    alone = VoicePipeline(recogniser, None)
+    taught = VoicePipeline(recogniser, None, enrolments=StoreEnrolments(store.templates))
+    need = recogniser.calibration.card
+    for take in FIVES:
+        clip = (fsdd / f"5_theo_{take}.wav").read_bytes()
+        by_itself = await alone.decide(clip, user="theo", cards=5, stage=Stage.CHOOSE)
+        fused = await taught.decide(clip, user="theo", cards=5, stage=Stage.CHOOSE)
+        seen = (take, by_itself.rule, fused.rule, fused.transcripts, by_itself.probability)
+        for r in (by_itself, fused):
+            assert not r.decision.releases or r.decision == Decision(Kind.CHOOSE, card=5), seen
+        assert fused.decision.releases or not by_itself.decision.releases, seen
+        if fused.transcripts[:1] != ("Five.",):
+            assert not fused.decision.releases, seen
+        if fused.rule == "fused" and not by_itself.decision.releases:
+            assert fused.fused is not None and fused.fused > 0.99 > need > fused.probability
+        if take == 1:
+            assert (by_itself.rule, fused.rule) == ("unclear", "fused"), seen

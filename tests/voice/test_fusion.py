@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -311,10 +312,28 @@ def test_shipped_weights_never_lift_a_card_the_templates_put_behind_another() ->
     assert fused(hyps, TWO, ahead, cal=SHIPPED).rule == "fused"
 
 
-def test_shipped_weights_never_lift_a_card_that_is_not_the_likeliest_reading() -> None:
-    """The recogniser's likeliest single reading is something it cannot read (0.85): the
-    templates do not lift the card behind it, even where they point at that card."""
+@pytest.mark.parametrize(
+    ("behind", "other"),
+    [(UNREAD, 0.0), (refuse(Reason.HEDGE), 0.0), (refuse(Reason.HEDGE), SHIPPED.other)],
+)
+def test_shipped_weights_never_lift_a_card_that_is_not_the_likeliest_reading(
+    behind: Decision, other: float
+) -> None:
+    """The recogniser's likeliest single hypothesis, weighed by the model's prior of "anything
+    else", is a transcript it cannot read or a hedge (0.85): the templates do not lift the
+    card behind it, even where they point at that card."""
+    hyps = [free("Two.", TWO, math.log(0.10)), reading("three", THREE, math.log(0.05))]
+    hyps += [Hypothesis("Tu.", behind, math.log(0.85), "hi", 0)]
+    ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
+    prior = replace(SHIPPED, other=other)
+    assert not fused(hyps, behind, ahead, cal=prior).decision.releases
+
+
+def test_an_unread_transcript_counts_at_the_prior_when_the_templates_lift() -> None:
+    """At tiny.en's prior (e^-3), the unread "Tu." at 0.85 weighs 0.04: card 2 is then the
+    likeliest, and the templates that point at it lift it."""
     hyps = [free("Two.", TWO, math.log(0.10)), reading("three", THREE, math.log(0.05))]
     hyps += [Hypothesis("Tu.", UNREAD, math.log(0.85), "hi", 0)]
     ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
-    assert not fused(hyps, UNREAD, ahead, cal=SHIPPED).decision.releases
+    assert SHIPPED.other == -3.0
+    assert fused(hyps, UNREAD, ahead, cal=SHIPPED).rule == "fused"

@@ -3,42 +3,33 @@
 Pure logic on numbers. Every hypothesis is a text the recogniser scored as a whole sequence
 (end-of-text included), log P(text, language | audio): every reading the card allows, the
 refusing readings beside them, and the free transcripts of the beam search, which stand for
-"something else was said" when the grammar reads them as no answer. The probability of a
-decision is the sum over the hypotheses that mean it, out of the sum over all of them. Then:
+"anything else was said" when the grammar reads them as no answer, at the calibrated prior
+odds ``Calibration.other``. A decision's probability is the sum over the hypotheses that mean
+it, out of the sum over all of them. Then:
 
 1. **Veto.** When the grammar reads the best transcript as a refusal of meaning (a question,
-   hedge, negation, contradiction, a near miss of a number, a number on the final card, a
-   number out of range, a "yes" among several cards), that refusal is the decision. When it
-   reads the single likeliest hypothesis so, nothing is released (a cancel still stands:
-   "Nope." beside a likelier "not"). Scores never turn a refusal of meaning into a release.
+   hedge, negation, contradiction, near miss, number on the final card or out of range, a
+   "yes" among several cards), that refusal is the decision; when it reads the likeliest
+   hypothesis so, nothing is released (a cancel stands). Scores never turn a refusal of
+   meaning into a release.
 2. **Probability.** A best transcript that reads as cancel or more time is decided so: it
    releases nothing, and the user's words say it. Otherwise the likeliest of choose k, confirm,
    cancel and more time decides when its probability reaches the stage's calibrated threshold
    (``Calibration``) and, if the best transcript reads as an answer, it is that answer.
-3. **Support.** A release also needs a free transcript that the grammar reads as exactly that
-   release among the first ``Calibration.support`` of a language's beam: scores alone were
-   measured confirming the Hindi contradiction "haan nahin", whose transcripts ("Hannain")
-   the grammar cannot read (docs/voice.md).
+3. **Support.** A release also needs a free transcript read as exactly that release among the
+   first ``Calibration.support`` of a language's beam: scores alone were measured confirming
+   the Hindi contradiction "haan nahin", whose transcripts ("Hannain") the grammar cannot read.
 
-Everything else refuses: with the grammar's own reason when it had one ("to" alone at the
-final card, "not understood"), else ``Reason.UNCLEAR``.
+Everything else refuses, with the grammar's own reason when it had one, else ``UNCLEAR``.
 
 **Personal answers** (``fuse``, docs/voice.md "Enrolment"). Where the user taught templates,
-they count only as evidence about the recogniser's own likeliest answer, by Bayes' rule in
-log-odds: the recogniser's log-odds for it plus the likelihood ratio of the template distances
-(that answer's nearest template against the nearest of every other taught meaning, and against
-the user's radius for it), fitted on real speech (``fused_probability``). A template of another
-meaning nearer than the answer's own lowers the probability by its ratio; it never refuses
-outright. An answer outside every taught meaning's radius, or one the user never taught, gets
-no ratio: the recogniser decides alone. A refusal of meaning the recogniser heard, in the
-transcript or as the likeliest hypothesis, and a cancel or wait in the words, still decide. A
-release needs the fused probability to reach the same threshold as the recogniser alone
-("fused", else "fused_unclear"); on a choice among cards the templates may also lift an answer
-the recogniser alone found too unsure, when a free transcript says it (rule 3) and reads as no
-other answer. At a yes-or-no question, which the ratio was not fitted on, it may only lower.
-For a user who said their speech is hard for recognisers, a clear template match may also
-decide on its own (inside the user's radius), where the model opens that path
-(``Calibration.alone``).
+they are evidence about the recogniser's own likeliest answer only, by Bayes' rule in log-odds
+(``fused_probability``): a nearer template of another meaning lowers it, never refuses
+outright; an answer outside every taught radius, or never taught, gets no ratio. A refusal of
+meaning, a cancel or a wait the recogniser heard still decide, and a release needs the fused
+probability to reach the recogniser's own threshold ("fused", else "fused_unclear"). A clear
+match may decide alone only for a user whose speech is hard for recognisers, where the model
+opens that path (``Calibration.alone``).
 """
 
 from __future__ import annotations
@@ -52,20 +43,12 @@ from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 
 # Grammar refusals that say what the words mean, not that they could not be read.
+# SOUND_ALIKE is a word the lexicon names as sounding unlike the number ("tooth", "fife"): the
+# user said a word that is not the answer (with English and Hindi on, base heard a corpus
+# "tooth" as "Tooth" and still gave card two 0.55 from other readings).
 MEANING = frozenset(
-    {
-        Reason.QUESTION,
-        Reason.HEDGE,
-        Reason.NEGATION,
-        Reason.CONTRADICTION,
-        Reason.NUMBER_ON_FINAL,
-        Reason.OUT_OF_RANGE,
-        Reason.AMBIGUOUS,
-        # A word the lexicon names as sounding unlike the number ("tooth", "fife"): the user
-        # said a word that is not the answer. Measured: with English and Hindi on, base heard a
-        # corpus "tooth" as "Tooth" and still gave card two 0.55 from other readings.
-        Reason.SOUND_ALIKE,
-    }
+    {Reason.QUESTION, Reason.HEDGE, Reason.NEGATION, Reason.CONTRADICTION}
+    | {Reason.NUMBER_ON_FINAL, Reason.OUT_OF_RANGE, Reason.AMBIGUOUS, Reason.SOUND_ALIKE}
 )
 ANSWERS = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
 UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
@@ -109,10 +92,17 @@ class Calibration:
     # The encoder window the numbers were fitted at: "full" (Whisper's 30 s) or "short" (the
     # clip and a second, voice/whisper.py); the recogniser hears at this one.
     window: str = "full"
+    # The log prior odds, at a choice among cards, of "anything else" (a free transcript the
+    # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
+    other: float = 0.0
 
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""
         return self.card if question(stage, cards) == "card" else self.yes
+
+    def prior(self, stage: Stage, cards: int) -> float:
+        """The log prior odds of "anything else" for a set of ``cards`` cards at ``stage``."""
+        return self.other if question(stage, cards) == "card" else 0.0
 
 
 def question(stage: Stage, cards: int) -> str:
@@ -131,8 +121,7 @@ class Verdict:
     decision: Decision
     probability: float
     # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer",
-    # "recogniser"; with templates also "fused" (the fused probability released it),
-    # "fused_unclear" (it stayed under the threshold) and "template"
+    # "recogniser"; with templates also "fused", "fused_unclear" and "template"
     rule: str
     winner: Decision | None = None
     # The winner's fused probability, where the user's templates weighed in (``fuse``); the
@@ -144,15 +133,14 @@ class Verdict:
 class Taught:
     """What the user's own templates say about one answer (``voicegate.voice.templates``)."""
 
-    # The nearest meaning, when it beats every other taught meaning by the margin.
+    # The nearest meaning, when it beats every other taught meaning by the margin, and whether
+    # it also lies inside the user's radius for it (a clear match on its own).
     nearest: Decision | None
-    # True when it also lies inside the user's radius for it: a clear match on its own.
     clear: bool
     # The user said their speech is hard for recognisers: a clear match may decide alone.
     hard: bool = False
     # Every taught meaning's DTW distance (to its nearest template), and the radius of each
-    # meaning with two takes or more (``templates.radii``): the evidence ``fused_probability``
-    # weighs for whichever answer the recogniser found likeliest.
+    # meaning with two takes or more (``templates.radii``), which ``fused_probability`` weighs.
     distances: Mapping[Decision, float] = field(default_factory=dict)
     radii: Mapping[Decision, float] = field(default_factory=dict)
 
@@ -162,15 +150,17 @@ def one_card(decision: Decision) -> Decision:
     return Decision(Kind.CONFIRM) if decision == Decision(Kind.CHOOSE, card=1) else decision
 
 
-def posteriors(hypotheses: Sequence[Hypothesis]) -> dict[Decision, float]:
-    """P(decision | audio): each decision's share of the probability of all hypotheses."""
+def posteriors(hypotheses: Sequence[Hypothesis], other: float = 0.0) -> dict[Decision, float]:
+    """P(decision | audio): each decision's share of the probability of all hypotheses, a
+    free transcript that reads as no answer ("anything else") at prior log-odds ``other``."""
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     if not finite:
         return {}
-    top = max(h.score for h in finite)
+    scores = _weighed(finite, other)
+    top = max(scores)
     mass: dict[Decision, float] = defaultdict(float)
-    for h in finite:
-        mass[h.decision] += math.exp(h.score - top)
+    for h, score in zip(finite, scores, strict=True):
+        mass[h.decision] += math.exp(score - top)
     total = sum(mass.values())
     return {decision: m / total for decision, m in mass.items()}
 
@@ -188,9 +178,9 @@ def decide(
     if transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
         return Verdict(transcript, 0.0, "grammar")
     finite = [h for h in hypotheses if math.isfinite(h.score)]
-    likeliest = max(finite, key=lambda h: h.score).decision if finite else UNCLEAR
+    likeliest = _likeliest(finite, calibration.prior(stage, cards))
     fallback = transcript if transcript.kind is Kind.REFUSE else UNCLEAR
-    post = posteriors(finite)
+    post = posteriors(finite, calibration.prior(stage, cards))
     answers = {d: p for d, p in post.items() if d.kind in ANSWERS}
     if not answers:
         return Verdict(fallback, 0.0, "no_answer")
@@ -221,12 +211,12 @@ def fuse(
         return verdict
     same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
     finite = [h for h in hypotheses if math.isfinite(h.score)]
-    likeliest = max(finite, key=lambda h: h.score).decision if finite else UNCLEAR
+    likeliest = _likeliest(finite, calibration.prior(stage, cards))
     winner = verdict.winner
     evidence = _merged(taught, same)
     if winner is None or not winner.releases or evidence is None:
         return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
-    probability = posteriors(finite).get(winner, 0.0)
+    probability = posteriors(finite, calibration.prior(stage, cards)).get(winner, 0.0)
     combined = fused_probability(
         calibration.fusion, probability, evidence, winner, calibration.fusion_limits
     )
@@ -244,9 +234,8 @@ def fuse(
     if verdict.rule != "unclear":  # "unsupported", "disagree": still refused, the ratio shown
         return Verdict(verdict.decision, verdict.probability, verdict.rule, winner, combined)
     # The recogniser alone found its winner too unsure. The templates lift it only on a choice
-    # among cards, when a free transcript at the top of a language's beam says it (rule 3), the
-    # transcript reads as no other answer, the winner is the likeliest reading, and the
-    # templates point at it (``_points_at``).
+    # among cards, when a free transcript at the top of a language's beam says it (rule 3) and
+    # reads as no other answer, the winner is the likeliest, and the templates point at it.
     said = _supported(winner, finite, calibration.support)
     other = transcript.kind in ANSWERS and transcript != winner
     if (
@@ -280,10 +269,10 @@ def _alone(
     meaning = same(taught.nearest)
     if not taught.hard or meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
         return verdict
-    likeliest = max(finite, key=lambda h: h.score).decision if finite else UNCLEAR
+    likeliest = _likeliest(finite, calibration.prior(stage, cards))
     if _meaning(likeliest) or (transcript.kind in ANSWERS and transcript != meaning):
         return verdict
-    probability = posteriors(finite).get(meaning, 0.0)
+    probability = posteriors(finite, calibration.prior(stage, cards)).get(meaning, 0.0)
     if probability >= calibration.alone:
         return Verdict(meaning, probability, "template", meaning)
     return verdict
@@ -392,6 +381,18 @@ def _allowed(meaning: Decision, stage: Stage, cards: int) -> bool:
 
 def _meaning(decision: Decision) -> bool:
     return decision.kind is Kind.REFUSE and decision.reason in MEANING
+
+
+def _weighed(hypotheses: Sequence[Hypothesis], other: float) -> list[float]:
+    """The scores, "anything else" (a free transcript read as no answer) at prior ``other``."""
+    unread = [h.rank is not None and h.decision.reason is Reason.NOT_UNDERSTOOD for h in hypotheses]
+    return [h.score + other * u for h, u in zip(hypotheses, unread, strict=True)]
+
+
+def _likeliest(hypotheses: Sequence[Hypothesis], other: float) -> Decision:
+    """What the likeliest hypothesis means, weighed by the prior as ``posteriors`` weighs it."""
+    scores = _weighed(hypotheses, other)
+    return hypotheses[scores.index(max(scores))].decision if hypotheses else UNCLEAR
 
 
 def _supported(winner: Decision, hypotheses: Sequence[Hypothesis], depth: int) -> bool:
