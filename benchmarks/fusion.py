@@ -10,7 +10,7 @@ five open cards, through the server's own ``decision.decide`` and ``decision.fus
 
 1. **The templates' likelihood ratio.** On the calibration split (``enrol.CALIBRATION``) only: a
    logistic regression of "the recogniser's winner is what was said" on the two template
-   features ``decision.fusion_evidence`` gives for that winner (log of the nearest other taught
+   features ``fusion_evidence`` gives for that winner (log of the nearest other taught
    meaning's distance over the winner's own, below 0 when another card is nearer; log of the
    winner's radius over its distance), over every decided take whose winner is a taught card,
    at every distance and whatever the recogniser's probability (``--fit-set inside``: only
@@ -40,6 +40,7 @@ import numpy as np
 
 from voicegate.gate.types import Stage
 from voicegate.voice import calibration, decision
+from voicegate.voice.taught import Taught, fusion_evidence
 
 # The ridge on the weights: keeps Newton's method finite when a feature separates the
 # calibration split perfectly (it barely moves the fit otherwise: 1e-2 against ~500 takes).
@@ -49,10 +50,10 @@ Limits = tuple[float, float]
 Row = enrol.Row
 
 
-def taught(row: Row, hard: bool) -> decision.Taught:
+def taught(row: Row, hard: bool) -> Taught:
     """What the server's pipeline hands ``fuse`` for a take of a user who enrolled all cards."""
     m, radius = row[4], row[5]
-    return decision.Taught(m.nearest, m.meaning is not None, hard, m.distances, radius)
+    return Taught(m.nearest, m.meaning is not None, hard, m.distances, radius)
 
 
 def table(
@@ -93,7 +94,7 @@ def evidence(rows: list[Row], anywhere: bool = True) -> tuple[np.ndarray, np.nda
         t, v = row[0], row[3]
         if t.speaker not in enrol.CALIBRATION or v.winner is None or not v.winner.releases:
             continue
-        e = decision.fusion_evidence(0.5, taught(row, hard=False), v.winner, anywhere)
+        e = fusion_evidence(0.5, taught(row, hard=False), v.winner, anywhere)
         if e is None:
             continue
         xs.append((1.0, e[1], e[2]))

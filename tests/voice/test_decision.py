@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -194,6 +195,26 @@ def test_scores_never_turn_a_refusal_of_meaning_into_a_release(
 ) -> None:
     cal = Calibration(0.5, 0.5, 5, "test", other=other)
     assert decide(hyps, refuse(reason), stage, cal, cards).decision == refuse(reason)
+
+
+@given(HYPOTHESES, st.sampled_from(sorted(MEANING)), DECISIONS, PRIORS, st.integers(1, 5))
+def test_no_prior_releases_past_a_likeliest_refusal_of_meaning(
+    hyps: list[Hypothesis], reason: Reason, transcript: Decision, other: float, cards: int
+) -> None:
+    """Whatever the transcript and the prior of anything else, a refusal of meaning that is
+    the likeliest hypothesis as scored keeps anything from being released."""
+    top = max((h.score for h in hyps), default=0.0)
+    hyps = [*hyps, free("Maybe.", refuse(reason), top + 1.0, 3)]
+    cal = Calibration(0.5, 0.5, 5, "test", other=other)
+    for stage in Stage:
+        assert not decide(hyps, transcript, stage, cal, cards).decision.releases
+
+
+def test_a_prior_above_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="prior of anything else"):
+        Calibration(0.5, 0.5, 1, "test", other=0.5)
+    with pytest.raises(ValueError, match="prior of anything else"):
+        Calibration(0.5, 0.5, 1, "test", other=math.nan)
 
 
 @given(HYPOTHESES, DECISIONS, st.sampled_from(list(Stage)), PRIORS)

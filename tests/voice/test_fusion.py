@@ -18,6 +18,7 @@ from tests.voice.test_decision import (
     CONFIRM,
     DECISIONS,
     HYPOTHESES,
+    PRIORS,
     THREE,
     TWO,
     free,
@@ -33,15 +34,13 @@ from voicegate.voice.decision import (
     UNCLEAR,
     Calibration,
     Hypothesis,
-    Taught,
     Verdict,
     decide,
     fuse,
-    fused_probability,
-    fusion_evidence,
     posteriors,
     question,
 )
+from voicegate.voice.taught import Taught, fused_probability, fusion_evidence
 
 # Weights of the fused probability for these tests: the recogniser's log-odds count once, and
 # a card twice as close as any other taught card (log 2 = 0.69) adds 0.69 * 2.
@@ -271,12 +270,18 @@ def test_templates_never_turn_a_refusal_of_meaning_into_a_release(
     assert fused(hyps, refuse(reason), templates, 3, stage).decision == refuse(reason)
 
 
-@given(HYPOTHESES, DECISIONS, TAUGHT, st.sampled_from(list(Stage)), st.integers(1, 5))
+@given(HYPOTHESES, DECISIONS, TAUGHT, st.sampled_from(list(Stage)), st.integers(1, 5), PRIORS)
 def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probability(
-    hyps: list[Hypothesis], transcript: Decision, templates: Taught, stage: Stage, cards: int
+    hyps: list[Hypothesis],
+    transcript: Decision,
+    templates: Taught,
+    stage: Stage,
+    cards: int,
+    other: float,
 ) -> None:
-    verdict = decide(hyps, transcript, stage, FUSING, cards)
-    out = fuse(verdict, hyps, transcript, templates, stage, FUSING, cards)
+    cal = replace(FUSING, other=other)
+    verdict = decide(hyps, transcript, stage, cal, cards)
+    out = fuse(verdict, hyps, transcript, templates, stage, cal, cards)
     finite = [h for h in hyps if math.isfinite(h.score)]
     if out.rule == "template":
         assert templates.hard and templates.clear and not verdict.decision.releases
@@ -287,7 +292,9 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
     assert out.winner == verdict.winner
     if out.decision.releases:
         assert out.rule == "fused" and out.decision == verdict.winner
-        assert out.fused >= FUSING.need(stage, cards)
+        assert out.fused >= cal.need(stage, cards)
+        # Neither the raw likeliest hypothesis nor the one the prior weighs is a refusal of
+        # meaning: the prior lowers only "anything else", never a refusal.
         likeliest = max(finite, key=lambda h: h.score).decision
         assert not (likeliest.kind is Kind.REFUSE and likeliest.reason in MEANING)
         assert any(h.decision == out.decision and h.rank == 0 for h in finite)
@@ -295,7 +302,7 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
         if not verdict.decision.releases:
             assert question(stage, cards) == "card"
         if cards > 1 or stage is not Stage.CHOOSE:  # no card 1 / yes merging to undo
-            p = posteriors(finite)[out.decision]
+            p = posteriors(finite, cal.prior(stage, cards))[out.decision]
             expected = fused_probability(WEIGHTS, p, templates, out.decision)
             assert expected is not None and out.fused <= expected
 
@@ -312,21 +319,27 @@ def test_shipped_weights_never_lift_a_card_the_templates_put_behind_another() ->
     assert fused(hyps, TWO, ahead, cal=SHIPPED).rule == "fused"
 
 
-@pytest.mark.parametrize(
-    ("behind", "other"),
-    [(UNREAD, 0.0), (refuse(Reason.HEDGE), 0.0), (refuse(Reason.HEDGE), SHIPPED.other)],
-)
-def test_shipped_weights_never_lift_a_card_that_is_not_the_likeliest_reading(
-    behind: Decision, other: float
-) -> None:
-    """The recogniser's likeliest single hypothesis, weighed by the model's prior of "anything
-    else", is a transcript it cannot read or a hedge (0.85): the templates do not lift the
-    card behind it, even where they point at that card."""
+def test_shipped_weights_never_lift_a_card_behind_an_unread_transcript_as_scored() -> None:
+    """As scored (no prior), the recogniser's likeliest single hypothesis is something it cannot
+    read (0.85): the templates do not lift the card behind it, even where they point at it."""
     hyps = [free("Two.", TWO, math.log(0.10)), reading("three", THREE, math.log(0.05))]
-    hyps += [Hypothesis("Tu.", behind, math.log(0.85), "hi", 0)]
+    hyps += [Hypothesis("Tu.", UNREAD, math.log(0.85), "hi", 0)]
     ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
-    prior = replace(SHIPPED, other=other)
-    assert not fused(hyps, behind, ahead, cal=prior).decision.releases
+    assert not fused(hyps, UNREAD, ahead, cal=replace(SHIPPED, other=0.0)).decision.releases
+
+
+@pytest.mark.parametrize("other", [0.0, -3.0, -5.0])
+def test_no_prior_lifts_a_card_behind_a_likelier_hedge_in_the_beam(other: float) -> None:
+    """The best transcript says "Two." but a hedge lower in the beam is the likeliest single
+    hypothesis (0.6): whatever the prior of anything else, the templates lift nothing."""
+    hyps = [
+        free("Two.", TWO, math.log(0.2)),
+        free("Maybe two.", refuse(Reason.HEDGE), math.log(0.6), 1),
+    ]
+    hyps += [free("Tu.", UNREAD, math.log(0.2), 2)]
+    ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
+    out = fused(hyps, TWO, ahead, cal=replace(SHIPPED, other=other))
+    assert not out.decision.releases, out
 
 
 def test_an_unread_transcript_counts_at_the_prior_when_the_templates_lift() -> None:

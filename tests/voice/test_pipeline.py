@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import math
 import threading
 from collections.abc import Sequence
 
@@ -420,6 +421,39 @@ def test_a_question_mark_keeps_its_question_otherwise(
     readings = consent.readings(1, Stage.CHOOSE)
     meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
     assert meaning[other].reason is Reason.QUESTION
+
+
+def test_question_spellings_that_together_outweigh_the_statement_keep_their_question() -> None:
+    # Each is less likely than "Yes.", but the two together are likelier: the question stands.
+    hearing = heard(
+        "Yes.",
+        ASKED,
+        hypotheses=(
+            Heard("Yes.", "en", math.log(0.35), "yes"),
+            Heard("Yes?", "en", math.log(0.33)),
+            Heard("yes?", "en", math.log(0.32)),
+        ),
+    )
+    readings = consent.readings(1, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
+    assert meaning["Yes?"].reason is meaning["yes?"].reason is Reason.QUESTION
+
+
+def test_only_the_best_words_with_one_final_question_mark_are_a_question_spelling() -> None:
+    hearing = heard(
+        "Yes.",
+        ASKED,
+        hypotheses=(
+            Heard("Yes.", "en", -1.0, "yes"),
+            Heard("Yes? Yes?", "en", -4.0),
+            Heard("? Yes?", "en", -4.5),
+            Heard("Yes?", "en", -5.0),
+        ),
+    )
+    readings = consent.readings(1, Stage.CHOOSE)
+    meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
+    assert meaning["Yes? Yes?"].reason is meaning["? Yes?"].reason is Reason.QUESTION
+    assert meaning["Yes?"] == Decision(Kind.CONFIRM)
 
 
 def test_a_best_transcript_that_asks_lends_its_question_to_the_plain_words() -> None:

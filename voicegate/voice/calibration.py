@@ -24,8 +24,9 @@ CALIBRATIONS: Mapping[str, Calibration] = {
     # releases, 0.98 to 0.999, no threshold stops, and they were released before the prompt).
     # 2026-12-02, with the prior of "anything else" below: the fit is 0.89, and a piper
     # "tool" of the English corpus (0806, heard "Two.", "Fuel." fifth in the beam) went from
-    # 0.919 to 0.9496; 0.95 is the lowest grid step above it, by the same rule. The margin is
-    # thin: int8 scores differ between machines by as much as 0.05 (corpus 0514).
+    # 0.919 to 0.9496. The lowest grid step above it, 0.95, would clear it by 0.0004, while
+    # int8 scores differ between machines by as much as 0.05 (corpus 0514), so the threshold
+    # ships one step higher, at 0.96 (FSDD 805 of 1,000 right against 819 at 0.95).
     # "yes", 2026-12-01: 358 speech_commands clips of the calibration speakers, heard with no
     # prompt: 0.91, just above a spoken "left" heard "Yes." that gave yes 0.90. Shipped 0.92:
     # the same clips heard again on another machine (int8 scores differ a little between
@@ -33,7 +34,7 @@ CALIBRATIONS: Mapping[str, Calibration] = {
     # (benchmarks/calibrate.py fit --cache bench-out/hear-tiny-sc.jsonl --fsdd-takes 0) is
     # 0.92; on both caches 0.92 keeps every right answer of 0.91.
     "tiny.en": Calibration(
-        card=0.95,
+        card=0.96,
         yes=0.92,
         support=1,
         # "other", 2026-12-02: the prior log-odds of "anything else" at a choice among cards,
@@ -48,7 +49,7 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         other=-3.0,
         source="benchmarks/calibrate.py fit --model tiny.en --fsdd-takes 50 (card); "
         "--fsdd-takes 10 (yes)",
-        # The fused probability of the recogniser's winner (decision.fused_probability),
+        # The fused probability of the recogniser's winner (taught.fused_probability),
         # 2026-12-01: benchmarks/enrol.py fused --cache bench-out/hear-tiny-prompted-takes30.jsonl
         # (FSDD takes 0-29 of every digit and speaker heard with the card prompt, 1,200 clips;
         # docs/voice.md, "Measured: fused"). Per FSDD speaker, takes 0-2 of "one".."five"

@@ -23,24 +23,33 @@ it, out of the sum over all of them. Then:
 Everything else refuses, with the grammar's own reason when it had one, else ``UNCLEAR``.
 
 **Personal answers** (``fuse``, docs/voice.md "Enrolment"). Where the user taught templates,
-they are evidence about the recogniser's own likeliest answer only, by Bayes' rule in log-odds
-(``fused_probability``): a nearer template of another meaning lowers it, never refuses
-outright; an answer outside every taught radius, or never taught, gets no ratio. A refusal of
-meaning, a cancel or a wait the recogniser heard still decide, and a release needs the fused
-probability to reach the recogniser's own threshold ("fused", else "fused_unclear"). A clear
-match may decide alone only for a user whose speech is hard for recognisers, where the model
-opens that path (``Calibration.alone``).
+they count only as evidence about the recogniser's own likeliest answer, by Bayes' rule in
+log-odds (``voicegate.voice.taught.fused_probability``): the recogniser's log-odds for it plus
+the likelihood ratio of the template distances, fitted on real speech. A template of another
+meaning nearer than the answer's own lowers the probability by its ratio; it never refuses
+outright. An answer outside every taught meaning's radius, or one the user never taught, gets
+no ratio: the recogniser decides alone. A refusal of meaning the recogniser heard, in the
+transcript or as the likeliest hypothesis, and a cancel or wait in the words, still decide. A
+release needs the fused probability to reach the same threshold as the recogniser alone
+("fused", else "fused_unclear"); on a choice among cards the templates may also lift an answer
+the recogniser alone found too unsure, when a free transcript at the top of a language's beam
+says it, it reads as no other answer, it is the likeliest hypothesis (weighed by the prior of
+anything else) and the templates point at it. At a yes-or-no question, which the ratio was not
+fitted on, they may only lower. For a user who said their speech is hard for recognisers, a
+clear template match may also decide on its own, where the model opens that path
+(``Calibration.alone``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
+from voicegate.voice.taught import Taught, fused_probability
 
 # Grammar refusals that say what the words mean, not that they could not be read.
 # SOUND_ALIKE is a word the lexicon names as sounding unlike the number ("tooth", "fife"): the
@@ -96,6 +105,12 @@ class Calibration:
     # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
     other: float = 0.0
 
+    def __post_init__(self) -> None:
+        # A prior above 0 could lift "anything else" over a refusal of meaning and so move the
+        # likeliest hypothesis off a veto; below 0 it can only add vetoes.
+        if not self.other <= 0.0:
+            raise ValueError(f"the prior of anything else must be 0 or below, not {self.other}")
+
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""
         return self.card if question(stage, cards) == "card" else self.yes
@@ -127,22 +142,6 @@ class Verdict:
     # The winner's fused probability, where the user's templates weighed in (``fuse``); the
     # ``probability`` above stays the recogniser's own.
     fused: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Taught:
-    """What the user's own templates say about one answer (``voicegate.voice.templates``)."""
-
-    # The nearest meaning, when it beats every other taught meaning by the margin, and whether
-    # it also lies inside the user's radius for it (a clear match on its own).
-    nearest: Decision | None
-    clear: bool
-    # The user said their speech is hard for recognisers: a clear match may decide alone.
-    hard: bool = False
-    # Every taught meaning's DTW distance (to its nearest template), and the radius of each
-    # meaning with two takes or more (``templates.radii``), which ``fused_probability`` weighs.
-    distances: Mapping[Decision, float] = field(default_factory=dict)
-    radii: Mapping[Decision, float] = field(default_factory=dict)
 
 
 def one_card(decision: Decision) -> Decision:
@@ -278,73 +277,6 @@ def _alone(
     return verdict
 
 
-# The recogniser's probability is bounded to [1e-6, 1 - 1e-6] before its log-odds are taken,
-# so a probability of 0 or 1 gives a finite feature (1e-6 is below any posterior the decision
-# distinguishes: thresholds are fitted on a 0.01 grid).
-_BOUND = 1e-6
-
-
-def fusion_evidence(
-    probability: float, taught: Taught, meaning: Decision, anywhere: bool = False
-) -> tuple[float, float, float] | None:
-    """What the fused probability weighs for ``meaning``: the recogniser's log-odds for it,
-    log(other / distance), ``distance`` that of the nearest template of ``meaning`` and
-    ``other`` that of any other taught meaning (below 0 when another is nearer), and
-    log(radius / distance), how far inside the user's spread of takes of it (below 0: outside).
-
-    None when the templates say nothing about it: the answer lies outside every taught
-    meaning's radius (far from all of them), ``meaning`` was not taught or has no radius (one
-    take), or no other meaning was taught (beating nothing is no evidence). ``anywhere`` drops
-    the first of those (the fit's set, ``benchmarks/fusion.py``, spans every distance).
-    """
-    distances, radii = taught.distances, taught.radii
-    d1 = distances.get(meaning, math.inf)
-    d2 = min((d for m, d in distances.items() if m != meaning), default=math.inf)
-    radius = radii.get(meaning, 0.0)
-    if not (0.0 < d1 < math.inf and 0.0 < d2 < math.inf and 0.0 < radius < math.inf):
-        return None
-    if not anywhere and not any(d <= radii.get(m, 0.0) for m, d in distances.items()):
-        return None
-    p = min(max(probability, _BOUND), 1.0 - _BOUND)
-    return math.log(p / (1.0 - p)), math.log(d2 / d1), math.log(radius / d1)
-
-
-def fused_probability(
-    weights: tuple[float, float, float, float] | None,
-    probability: float,
-    taught: Taught,
-    meaning: Decision,
-    limits: tuple[float, float] | None = None,
-) -> float | None:
-    """P(``meaning`` was said | the recogniser's probability of it and the templates), in
-    log-odds ``weights[1] * recogniser + templates``, where ``templates`` (the log of their
-    likelihood ratio) is ``weights[0] + weights[2] * margin + weights[3] * radius``
-    (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits the weights. A template of
-    another meaning nearer than every one of ``meaning`` gives a margin below 0, and so lowers
-    the probability by its ratio; it never refuses on its own.
-
-    ``limits`` are the largest margin and radius features the fit saw: larger ones count as
-    those, so the ratio never reaches past its data (a near copy of a take, at a distance near
-    0, would otherwise count as certainty). A match outside the user's radius of ``meaning``
-    (farther than their own takes of it lie from each other) may lower the probability, never
-    raise it above the recogniser's own: measured, a breath-noised "nine" heard "One." at 0.86
-    lay outside the radius of "one" and a fitted ratio still lifted it to 0.96 (docs/voice.md,
-    "Fusion with the recogniser"). None where the templates say nothing (``fusion_evidence``)
-    or the model has no fitted weights: then the recogniser decides alone.
-    """
-    evidence = fusion_evidence(probability, taught, meaning)
-    if weights is None or evidence is None:
-        return None
-    bias, w_recogniser, w_margin, w_radius = weights
-    recogniser, margin, inside = evidence
-    if limits is not None:
-        margin, inside = min(margin, limits[0]), min(inside, limits[1])
-    z = w_recogniser * recogniser + bias + w_margin * margin + w_radius * inside
-    if inside < 0.0:  # log(radius / distance) < 0: outside the radius
-        z = min(z, recogniser)
-    return 0.5 * (1.0 + math.tanh(z / 2.0))  # the logistic function, with no overflow
-
-
 def _points_at(taught: Taught, meaning: Decision) -> bool:
     """The templates point at ``meaning``: nearest of all taught meanings, inside its radius."""
     d = taught.distances.get(meaning, math.inf)
@@ -385,8 +317,11 @@ def _meaning(decision: Decision) -> bool:
 
 def _weighed(hypotheses: Sequence[Hypothesis], other: float) -> list[float]:
     """The scores, "anything else" (a free transcript read as no answer) at prior ``other``."""
-    unread = [h.rank is not None and h.decision.reason is Reason.NOT_UNDERSTOOD for h in hypotheses]
-    return [h.score + other * u for h, u in zip(hypotheses, unread, strict=True)]
+    return [h.score + other if _anything_else(h) else h.score for h in hypotheses]
+
+
+def _anything_else(h: Hypothesis) -> bool:
+    return h.rank is not None and h.decision.reason is Reason.NOT_UNDERSTOOD
 
 
 def _likeliest(hypotheses: Sequence[Hypothesis], other: float) -> Decision:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from voicegate.gate.types import Decision, Stage
 from voicegate.voice import consent, decision
@@ -38,17 +39,17 @@ def hypotheses(
     "The second one.", "too" in "Me too.") is a partial hearing of that transcript, not another
     answer: where its own reading would release, it means what the best transcript means.
     Whisper drops leading words, and measured on "the second one" in 17 espeak-ng voices, the
-    bare "One." took up to half the probability. A free transcript with exactly the best
-    transcript's words and a "?" the best one lacks ("Yes?" below "Yes.") is the same words
-    with another guess at the intonation: it means what the best transcript means, unless it
-    is the likelier of the two (then its question stands). On real speech_commands "yes"
-    clips heard "Yes.", the "?" variants took 1-39 % of the probability (docs/voice.md,
-    "Punctuation").
+    bare "One." took up to half the probability. A free transcript that is exactly the best
+    transcript's words and one final "?" ("Yes?" below "Yes.") is the same words with another
+    guess at the intonation: it means what the best transcript means, where every such
+    question spelling together is less likely than the spellings of the words without it
+    (else the question stands). On real speech_commands "yes" clips heard "Yes.", the "?"
+    spellings took 1-39 % of the probability (docs/voice.md, "Punctuation").
     ``partial=False`` reads every text on its own (``benchmarks/phrases.py --compare``).
     """
     same = _merge(cards, stage)
     scores = dict(hearing.scores)
-    best: _Best = _best(hearing, cards, stage, card_words) if partial else {}
+    best = _best(hearing, cards, stage, card_words) if partial else {}
     # A free transcript spelt exactly like a reading is that reading, counted once.
     covered = {h.reading for h in hearing.hypotheses if h.reading is not None}
     out = []
@@ -62,59 +63,64 @@ def hypotheses(
         rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
         own = reading_of(heard.text, cards, stage, card_words)
         if rank:
-            own = _respelt(heard.text, heard.language, heard.score, best, own)
+            own = _respelt(heard.text, heard.language, best, own)
         meaning = _within(heard.text, heard.language, best, own) if rank else own
         out.append(decision.Hypothesis(heard.text, meaning, heard.score, heard.language, rank))
     return out
 
 
-# Each language's best transcript: its words, what the grammar reads it as, and its score.
-_Best = Mapping[str, tuple[tuple[str, ...], Decision, float]]
+@dataclass(frozen=True, slots=True)
+class _Best:
+    """A language's best transcript: its words, what the grammar reads it as, and whether its
+    question spellings are its own (``_respelt``)."""
+
+    words: tuple[str, ...]
+    meaning: Decision
+    respelt: bool
 
 
 def _best(
     hearing: Hearing, cards: int, stage: Stage, card_words: Sequence[str]
-) -> dict[str, tuple[tuple[str, ...], Decision, float]]:
-    """Each language's best transcript, as words, what the grammar reads it as, its score."""
-    best: dict[str, tuple[tuple[str, ...], Decision, float]] = {}
+) -> dict[str, _Best]:
+    """Each language's best transcript. Its question spellings (its words and one final "?")
+    are its own when it releases, has no "?" of its own, and all of them together are less
+    likely than all of its spellings without one."""
+    best: dict[str, _Best] = {}
+    mass: dict[tuple[str, bool], float] = {}
     for heard in hearing.hypotheses:
+        words = consent.words_of(heard.text)
         if heard.language not in best:
             meaning = reading_of(heard.text, cards, stage, card_words)
-            best[heard.language] = (consent.words_of(heard.text), meaning, heard.score)
+            best[heard.language] = _Best(words, meaning, False)
+        whole = best[heard.language].words
+        if words in (whole, (*whole, QUESTION_MARK)):
+            key = (heard.language, words != whole)
+            mass[key] = mass.get(key, 0.0) + math.exp(heard.score)
+    for lang, b in best.items():
+        asked = mass.get((lang, True), 0.0) < mass.get((lang, False), 0.0)
+        if b.meaning.releases and QUESTION_MARK not in b.words and asked:
+            best[lang] = _Best(b.words, b.meaning, True)
     return best
 
 
-def _respelt(text: str, language: str, score: float, best: _Best, own: Decision) -> Decision:
-    """What ``text`` means when it is the best transcript's words with a "?" added: the best
-    transcript's meaning, where that releases and ``text`` is not the likelier of the two."""
-    if language not in best:
+def _respelt(text: str, language: str, best: Mapping[str, _Best], own: Decision) -> Decision:
+    """What ``text`` means when it is a question spelling of the best transcript that is the
+    best one's own (``_best``): the best transcript's meaning; else ``own``."""
+    b = best.get(language)
+    if b is None or not b.respelt or consent.words_of(text) != (*b.words, QUESTION_MARK):
         return own
-    whole, meaning, best_score = best[language]
-    words = consent.words_of(text)
-    if (
-        not meaning.releases
-        or QUESTION_MARK in whole
-        or QUESTION_MARK not in words
-        or score > best_score
-    ):
-        return own
-    return meaning if tuple(w for w in words if w != QUESTION_MARK) == whole else own
+    return b.meaning
 
 
-def _within(
-    text: str,
-    language: str,
-    best: _Best,
-    own: Decision,
-) -> Decision:
+def _within(text: str, language: str, best: Mapping[str, _Best], own: Decision) -> Decision:
     """What ``text`` means: the best transcript's meaning when ``text`` is a part of it and
     its ``own`` reading would release, else ``own``. A part that is itself a refusal of
     meaning ("yes" inside "Yes, two." with three cards open, "to" inside "Go to two.") keeps
     it, so the likeliest hypothesis still vetoes as it did before partial hearings."""
     if language not in best or not own.releases:
         return own
-    whole, meaning, _ = best[language]
-    return meaning if consent.part_of(consent.words_of(text), whole) else own
+    b = best[language]
+    return b.meaning if consent.part_of(consent.words_of(text), b.words) else own
 
 
 def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:

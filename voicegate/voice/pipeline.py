@@ -24,6 +24,7 @@ from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, templates
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.taught import Taught
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 
 
@@ -198,9 +199,7 @@ class VoicePipeline:
             fused=verdict.fused,
         )
 
-    async def _taught(
-        self, user: str, clip: Clip, timings: dict[str, float]
-    ) -> decision.Taught | None:
+    async def _taught(self, user: str, clip: Clip, timings: dict[str, float]) -> Taught | None:
         """What the user's templates say about this answer; None when they taught nothing."""
         if self.enrolments is None:
             return None
@@ -215,7 +214,7 @@ class VoicePipeline:
             )
         )
         timings["templates"] = _ms(self._clock() - started)
-        return decision.Taught(
+        return Taught(
             match.nearest,
             match.meaning is not None,
             enrolment.hard,
