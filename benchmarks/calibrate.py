@@ -54,7 +54,7 @@ KINDS = {(True, Stage.CHOOSE): "card", (False, Stage.CHOOSE): "yes", (False, Sta
 GRID = [round(0.5 + 0.01 * i, 2) for i in range(50)]
 # The prior log-odds of "anything else" tried at a choice among cards (``Calibration.other``):
 # from 0 (as Whisper scored it) to -5, where it counts under 1 % and no more changes (measured).
-OTHER_GRID = [-0.5 * i or 0.0 for i in range(11)]
+OTHER_GRID = [-i / 2 for i in range(11)]
 
 
 @dataclass(frozen=True, slots=True)
