@@ -238,7 +238,8 @@ def fit(args: argparse.Namespace) -> int:
     # The prior of "anything else" at a choice among cards: the one whose own fitted threshold
     # gets the calibration split the most right answers (the nearest 0 of equals).
     priors = {other: lowest("card", other) for other in OTHER_GRID}
-    most = max(OTHER_GRID, key=lambda o: (right("card", priors[o], o), o))
+    rights = {other: right("card", priors[other], other) for other in OTHER_GRID}
+    most = max(OTHER_GRID, key=lambda o: (rights[o], o))
     # A threshold per kind of question, fitted on the answers to that kind.
     fitted: dict[str, float] = {"card": priors[most], "yes": lowest("yes")}
     report: dict[str, object] = {
@@ -252,7 +253,7 @@ def fit(args: argparse.Namespace) -> int:
         "clips": len(table),
     }
     print("\nprior of anything else -> fitted card threshold, calibration right:")
-    print(", ".join(f"{o}: {priors[o]} {right('card', priors[o], o)}" for o in OTHER_GRID))
+    print(", ".join(f"{o}: {priors[o]} {rights[o]}" for o in OTHER_GRID))
     for label, need in (("fitted", None), ("shipped", 0.0)):
         prior = most if need is None else base.other
         print(f"\n## {label} thresholds (prior of anything else {prior})")

@@ -97,8 +97,8 @@ def _best(
             key = (heard.language, words != whole)
             mass[key] = mass.get(key, 0.0) + math.exp(heard.score)
     for lang, b in best.items():
-        asked = mass.get((lang, True), 0.0) < mass.get((lang, False), 0.0)
-        if b.meaning.releases and QUESTION_MARK not in b.words and asked:
+        plain_likelier = mass.get((lang, True), 0.0) < mass.get((lang, False), 0.0)
+        if b.meaning.releases and QUESTION_MARK not in b.words and plain_likelier:
             best[lang] = _Best(b.words, b.meaning, True)
     return best
 
