@@ -1,0 +1,159 @@
+"""What the bilingual recogniser writes for the corpus's Hinglish and Hindi cases, and what follows.
+
+    # 1. hear every Hinglish and Hindi case of the corpus once (resumable; a JSON line a case)
+    .venv/bin/python benchmarks/hinglish_hear.py hear --cache bench-out/hi-heard.jsonl
+    #    ... or told a question in Hindi first (Whisper's previous text, voice/prompts.py)
+    .venv/bin/python benchmarks/hinglish_hear.py hear --cache bench-out/hi-prompted.jsonl \\
+        --card-prompt "पहला, दूसरा, तीसरा, चौथा, पाँचवाँ।" --yes-prompt "हाँ, ठीक है, नहीं, रुको।"
+    #    ... or in Hindi alone, the Devanagari cases only
+    .venv/bin/python benchmarks/hinglish_hear.py hear --cache bench-out/hi-alone.jsonl \\
+        --lang hi --script hi-Deva
+    # 2. decide them with the server's own code and say where the answers are lost
+    .venv/bin/python benchmarks/hinglish_hear.py decide --cache bench-out/hi-heard.jsonl
+
+``decide`` runs ``hypotheses.hypotheses`` and ``decision.decide`` at the model's shipped
+calibration, as the server with ``base`` does (English and Hindi, or the ``--lang`` given), and
+counts, for the genuine answers, how many best transcripts the grammar reads as the right answer
+at all: no threshold can release more than that, so it is the ceiling the recogniser's hearing
+sets. For the cases that must be refused it counts releases, and best transcripts that read as
+an answer at all. Synthetic speech only (espeak-ng Hindi, English voices reading Latin Hinglish,
+piper): it says what this model writes for those voices, not for people.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from calibrate import load, record
+
+from voicegate.errors import AudioRefused
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+from voicegate.voice import audio, calibration, consent, decision
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.transcribe import Hearing, Utterance
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "fixtures" / "audio" / "corpus"
+MODEL = "base"
+
+
+def cases(scripts: tuple[str, ...] = ("hi-Latn", "hi-Deva")) -> list[dict[str, object]]:
+    """The corpus's Hinglish (Latin) and Hindi (Devanagari) cases, in manifest order."""
+    rows = [json.loads(line) for line in (CORPUS / "manifest.jsonl").open()]
+    return [r for r in rows if r["lang"] in scripts]
+
+
+def expected(case: dict[str, object]) -> Decision | None:
+    """The decision a genuine case must get; None for one that must release nothing."""
+    e = str(case["expect"])
+    if e.startswith("choose:"):
+        return Decision(Kind.CHOOSE, card=int(e.split(":")[1]))
+    kinds = {"confirm": Kind.CONFIRM, "cancel": Kind.CANCEL, "more_time": Kind.MORE_TIME}
+    return Decision(kinds[e]) if e in kinds else None
+
+
+def voice(case: dict[str, object]) -> str:
+    """Who says it: espeak-ng's Hindi voice (reading Devanagari) or an English voice (Latin)."""
+    tag = str(case["id"]).split("-")[4]  # NNNN-class-hi-Script-voice-...
+    return "Hindi voice" if tag.startswith("hi") else "English voice"
+
+
+def hear(args: argparse.Namespace) -> int:
+    """Hear every case not yet in the cache, as the bilingual server asks it."""
+    if args.card_prompt or args.yes_prompt:  # for this run only: the server has no Hindi prompt
+        told = {"card": {"hi": args.card_prompt}, "yes": {"hi": args.yes_prompt}}
+        calibration.PROMPTS = {**calibration.PROMPTS, MODEL: told}
+    from voicegate.voice.whisper import FasterWhisperTranscriber
+
+    transcriber = FasterWhisperTranscriber(MODEL, threads=args.threads)
+    langs = tuple(args.langs or ["en", "hi"])
+    lexicons = tuple(lex for lang in langs for lex in LEXICONS[lang])
+    cache = Path(args.cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    done = {json.loads(line)["id"] for line in cache.open()} if cache.exists() else set()
+    index, count = (int(x) for x in args.shard.split("/"))
+    with cache.open("a") as out:
+        for n, case in enumerate(cases(tuple(args.scripts or ["hi-Latn", "hi-Deva"]))):
+            if n % count != index or case["id"] in done:
+                continue
+            stage, cards = Stage(str(case["stage"])), int(str(case["cards"]))
+            rs = consent.readings(cards, stage, lexicons)
+            texts = tuple(dict.fromkeys(r.text for r in rs))
+            lang_of = {r.text: r.lang for r in rs}
+            try:
+                samples = audio.decode((CORPUS / str(case["audio"])).read_bytes()).samples
+            except AudioRefused as exc:
+                h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
+            else:
+                spoken = tuple(SPOKEN[lang_of[t]] for t in texts)
+                question = decision.question(stage, cards)
+                u = Utterance(samples, langs, texts, spoken, question=question)
+                h = transcriber.transcribe_many([u])[0]
+            out.write(json.dumps(record(str(case["id"]), h), ensure_ascii=False) + "\n")
+            out.flush()
+    return 0
+
+
+def decide(args: argparse.Namespace) -> int:
+    """Decide every cached case at the shipped calibration and count where answers are lost."""
+    heard = load(Path(args.cache))
+    cal = calibration.of(MODEL)
+    lexicons = tuple(lex for lang in args.langs or ["en", "hi"] for lex in LEXICONS[lang])
+    counts: Counter[str] = Counter()
+    written: Counter[str] = Counter()
+    for case in cases():
+        h = heard.get(str(case["id"]))
+        if h is None:
+            continue
+        stage, cards = Stage(str(case["stage"])), int(str(case["cards"]))
+        want = expected(case)
+        said = reading_of(h.text, cards, stage)
+        if h.refusal is not None:
+            got = Decision(Kind.REFUSE, reason=h.refusal)
+        else:
+            rs = consent.readings(cards, stage, lexicons)
+            got = decision.decide(hypotheses(rs, h, cards, stage), said, stage, cal, cards).decision
+        script = "Devanagari" if any("\u0900" <= ch <= "\u097f" for ch in h.text) else "Latin"
+        kind = "genuine" if want is not None else "refusal"
+        written[f"{kind}: {script}, decoded as {h.language or 'nothing'}"] += 1
+        if want is not None:
+            counts["genuine"] += 1
+            counts["genuine: best transcript reads as the answer"] += said == want
+            counts[f"genuine, {voice(case)}"] += 1
+            counts[f"genuine, {voice(case)}: best transcript reads as the answer"] += said == want
+            counts["genuine: right"] += got == want
+            counts["genuine: released wrongly"] += got.releases and got != want
+        else:
+            counts["refusal"] += 1
+            counts["refusal: released"] += got.releases
+            counts["refusal: best transcript reads as an answer"] += said.kind in decision.ANSWERS
+    report = {"cache": args.cache, "counts": dict(counts), "best transcript written in": written}
+    json.dump(report, sys.stdout, ensure_ascii=False, indent=1)
+    print()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    h = sub.add_parser("hear")
+    d = sub.add_parser("decide")
+    for p in (h, d):
+        p.add_argument("--cache", required=True)
+        p.add_argument("--lang", action="append", dest="langs", choices=sorted(LEXICONS))
+    h.add_argument("--script", action="append", dest="scripts", choices=("hi-Latn", "hi-Deva"))
+    h.add_argument("--card-prompt", default="")
+    h.add_argument("--yes-prompt", default="")
+    h.add_argument("--threads", type=int, default=1)
+    h.add_argument("--shard", default="0/1", help="N/M: every M-th case from the N-th")
+    args = parser.parse_args()
+    return hear(args) if args.command == "hear" else decide(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
