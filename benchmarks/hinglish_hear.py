@@ -16,8 +16,9 @@ calibration, as the server with ``base`` does (English and Hindi, or the ``--lan
 counts, for the genuine answers, how many best transcripts the grammar reads as the right answer
 at all: no threshold can release more than that, so it is the ceiling the recogniser's hearing
 sets. For the cases that must be refused it counts releases, and best transcripts that read as
-an answer at all. Synthetic speech only (espeak-ng Hindi, English voices reading Latin Hinglish,
-piper): it says what this model writes for those voices, not for people.
+an answer at all; replays apart, since the replay guard refuses those and is not run here.
+Synthetic speech only (espeak-ng Hindi, English voices reading Latin Hinglish, piper): it says
+what this model writes for those voices, not for people.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ def decide(args: argparse.Namespace) -> int:
             counts[f"genuine, {voice(case)}: best transcript reads as the answer"] += said == want
             counts["genuine: right"] += got == want
             counts["genuine: released wrongly"] += got.releases and got != want
+        elif case["class"] == "replay":  # the replay guard's to refuse, not run here
+            counts["replay"] += 1
+            counts["replay: released by the recogniser alone"] += got.releases
         else:
             counts["refusal"] += 1
             counts["refusal: released"] += got.releases
