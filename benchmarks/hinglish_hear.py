@@ -13,12 +13,14 @@
 
 ``decide`` runs ``hypotheses.hypotheses`` and ``decision.decide`` at the model's shipped
 calibration, as the server with ``base`` does (English and Hindi, or the ``--lang`` given), and
-counts, for the genuine answers, how many best transcripts the grammar reads as the right answer
-at all: no threshold can release more than that, so it is the ceiling the recogniser's hearing
-sets. For the cases that must be refused it counts releases, and best transcripts that read as
-an answer at all; replays apart, since the replay guard refuses those and is not run here.
-Synthetic speech only (espeak-ng Hindi, English voices reading Latin Hinglish, piper): it says
-what this model writes for those voices, not for people.
+counts, for the genuine choices and yeses, how many have a top transcript of some decoded
+language that the grammar reads as that answer: a release must be what such a transcript says,
+so no threshold can release more, and that is the ceiling the recogniser's hearing sets (a
+cancel or wait releases nothing and needs no such transcript). For the cases that must be
+refused it counts releases, and best transcripts that read as an answer at all; replays apart,
+since the replay guard refuses those and is not run here. Synthetic speech only (espeak-ng
+Hindi, English voices reading Latin Hinglish, piper): it says what this model writes for those
+voices, not for people.
 """
 
 from __future__ import annotations
@@ -114,19 +116,26 @@ def decide(args: argparse.Namespace) -> int:
         stage, cards = Stage(str(case["stage"])), int(str(case["cards"]))
         want = expected(case)
         said = reading_of(h.text, cards, stage)
+        rs = consent.readings(cards, stage, lexicons)
+        hyps = hypotheses(rs, h, cards, stage)
         if h.refusal is not None:
             got = Decision(Kind.REFUSE, reason=h.refusal)
         else:
-            rs = consent.readings(cards, stage, lexicons)
-            got = decision.decide(hypotheses(rs, h, cards, stage), said, stage, cal, cards).decision
+            got = decision.decide(hyps, said, stage, cal, cards).decision
         script = "Devanagari" if any("\u0900" <= ch <= "\u097f" for ch in h.text) else "Latin"
         kind = "genuine" if want is not None else "refusal"
         written[f"{kind}: {script}, decoded as {h.language or 'nothing'}"] += 1
+        if want is not None and want.releases:
+            # A release must be what the top transcript of some decoded language says (the
+            # rule ``unsupported``, support 1): no threshold can release more than these.
+            top = h.refusal is None and any(x.rank == 0 and x.decision == want for x in hyps)
+            counts["genuine release"] += 1
+            counts["genuine release: a top transcript says it"] += top
+            counts[f"genuine release, {voice(case)}"] += 1
+            counts[f"genuine release, {voice(case)}: a top transcript says it"] += top
         if want is not None:
             counts["genuine"] += 1
             counts["genuine: best transcript reads as the answer"] += said == want
-            counts[f"genuine, {voice(case)}"] += 1
-            counts[f"genuine, {voice(case)}: best transcript reads as the answer"] += said == want
             counts["genuine: right"] += got == want
             counts["genuine: released wrongly"] += got.releases and got != want
         elif case["class"] == "replay":  # the replay guard's to refuse, not run here
