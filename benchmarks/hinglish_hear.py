@@ -15,8 +15,9 @@
 calibration, as the server with ``base`` does (English and Hindi, or the ``--lang`` given), and
 counts, for the genuine choices and yeses, how many have a top transcript of some decoded
 language that the grammar reads as that answer: a release must be what such a transcript says,
-so no threshold can release more, and that is the ceiling the recogniser's hearing sets (a
-cancel or wait releases nothing and needs no such transcript). For the cases that must be
+so at ``support`` 1 and with the path where templates decide alone shut (as on every model) no
+threshold, prior or fusion weight can release more: the ceiling the recogniser's hearing sets
+(a cancel or wait releases nothing and needs no such transcript). For the cases that must be
 refused it counts releases, and best transcripts that read as an answer at all; replays apart,
 since the replay guard refuses those and is not run here. Synthetic speech only (espeak-ng
 Hindi, English voices reading Latin Hinglish, piper): it says what this model writes for those
@@ -34,7 +35,9 @@ from pathlib import Path
 from calibrate import load, record
 
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import Decision, Stage
+from voicegate.eval import manifest
+from voicegate.eval.manifest import Case
+from voicegate.gate.types import Decision
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, consent, decision
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
@@ -45,24 +48,19 @@ CORPUS = ROOT / "fixtures" / "audio" / "corpus"
 MODEL = "base"
 
 
-def cases(scripts: tuple[str, ...] = ("hi-Latn", "hi-Deva")) -> list[dict[str, object]]:
+def cases(scripts: tuple[str, ...] = ("hi-Latn", "hi-Deva")) -> list[Case]:
     """The corpus's Hinglish (Latin) and Hindi (Devanagari) cases, in manifest order."""
-    rows = [json.loads(line) for line in (CORPUS / "manifest.jsonl").open()]
-    return [r for r in rows if r["lang"] in scripts]
+    return [c for c in manifest.load(CORPUS / "manifest.jsonl") if c.lang in scripts]
 
 
-def expected(case: dict[str, object]) -> Decision | None:
+def expected(case: Case) -> Decision | None:
     """The decision a genuine case must get; None for one that must release nothing."""
-    e = str(case["expect"])
-    if e.startswith("choose:"):
-        return Decision(Kind.CHOOSE, card=int(e.split(":")[1]))
-    kinds = {"confirm": Kind.CONFIRM, "cancel": Kind.CANCEL, "more_time": Kind.MORE_TIME}
-    return Decision(kinds[e]) if e in kinds else None
+    return None if case.expect.kind is Kind.REFUSE else case.expect
 
 
-def voice(case: dict[str, object]) -> str:
+def voice(case: Case) -> str:
     """Who says it: espeak-ng's Hindi voice (reading Devanagari) or an English voice (Latin)."""
-    tag = str(case["id"]).split("-")[4]  # NNNN-class-hi-Script-voice-...
+    tag = case.id.split("-")[4]  # NNNN-class-hi-Script-voice-...
     return "Hindi voice" if tag.startswith("hi") else "English voice"
 
 
@@ -82,14 +80,14 @@ def hear(args: argparse.Namespace) -> int:
     index, count = (int(x) for x in args.shard.split("/"))
     with cache.open("a") as out:
         for n, case in enumerate(cases(tuple(args.scripts or ["hi-Latn", "hi-Deva"]))):
-            if n % count != index or case["id"] in done:
+            if n % count != index or case.id in done:
                 continue
-            stage, cards = Stage(str(case["stage"])), int(str(case["cards"]))
+            stage, cards = case.stage, case.cards
             rs = consent.readings(cards, stage, lexicons)
             texts = tuple(dict.fromkeys(r.text for r in rs))
             lang_of = {r.text: r.lang for r in rs}
             try:
-                samples = audio.decode((CORPUS / str(case["audio"])).read_bytes()).samples
+                samples = audio.decode(case.path.read_bytes()).samples
             except AudioRefused as exc:
                 h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
             else:
@@ -97,7 +95,7 @@ def hear(args: argparse.Namespace) -> int:
                 question = decision.question(stage, cards)
                 u = Utterance(samples, langs, texts, spoken, question=question)
                 h = transcriber.transcribe_many([u])[0]
-            out.write(json.dumps(record(str(case["id"]), h), ensure_ascii=False) + "\n")
+            out.write(json.dumps(record(case.id, h), ensure_ascii=False) + "\n")
             out.flush()
     return 0
 
@@ -109,11 +107,11 @@ def decide(args: argparse.Namespace) -> int:
     lexicons = tuple(lex for lang in args.langs or ["en", "hi"] for lex in LEXICONS[lang])
     counts: Counter[str] = Counter()
     written: Counter[str] = Counter()
-    for case in cases():
-        h = heard.get(str(case["id"]))
+    for case in cases(tuple(args.scripts or ["hi-Latn", "hi-Deva"])):
+        h = heard.get(case.id)
         if h is None:
             continue
-        stage, cards = Stage(str(case["stage"])), int(str(case["cards"]))
+        stage, cards = case.stage, case.cards
         want = expected(case)
         said = reading_of(h.text, cards, stage)
         rs = consent.readings(cards, stage, lexicons)
@@ -138,7 +136,7 @@ def decide(args: argparse.Namespace) -> int:
             counts["genuine: best transcript reads as the answer"] += said == want
             counts["genuine: right"] += got == want
             counts["genuine: released wrongly"] += got.releases and got != want
-        elif case["class"] == "replay":  # the replay guard's to refuse, not run here
+        elif case.label == "replay":  # the replay guard's to refuse, not run here
             counts["replay"] += 1
             counts["replay: released by the recogniser alone"] += got.releases
         else:
@@ -159,7 +157,7 @@ def main() -> int:
     for p in (h, d):
         p.add_argument("--cache", required=True)
         p.add_argument("--lang", action="append", dest="langs", choices=sorted(LEXICONS))
-    h.add_argument("--script", action="append", dest="scripts", choices=("hi-Latn", "hi-Deva"))
+        p.add_argument("--script", action="append", dest="scripts", choices=("hi-Latn", "hi-Deva"))
     h.add_argument("--card-prompt", default="")
     h.add_argument("--yes-prompt", default="")
     h.add_argument("--threads", type=int, default=1)
