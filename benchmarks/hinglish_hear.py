@@ -46,9 +46,11 @@ from voicegate.voice.transcribe import Hearing, Utterance
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fixtures" / "audio" / "corpus"
 MODEL = "base"
+LANGS = ("en", "hi")  # the bilingual server's languages
+SCRIPTS = ("hi-Latn", "hi-Deva")
 
 
-def cases(scripts: tuple[str, ...] = ("hi-Latn", "hi-Deva")) -> list[Case]:
+def cases(scripts: tuple[str, ...] = SCRIPTS) -> list[Case]:
     """The corpus's Hinglish (Latin) and Hindi (Devanagari) cases, in manifest order."""
     return [c for c in manifest.load(CORPUS / "manifest.jsonl") if c.lang in scripts]
 
@@ -72,26 +74,26 @@ def hear(args: argparse.Namespace) -> int:
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
     transcriber = FasterWhisperTranscriber(MODEL, threads=args.threads)
-    langs = tuple(args.langs or ["en", "hi"])
+    langs = tuple(args.langs or LANGS)
     lexicons = tuple(lex for lang in langs for lex in LEXICONS[lang])
     cache = Path(args.cache)
     cache.parent.mkdir(parents=True, exist_ok=True)
     done = {json.loads(line)["id"] for line in cache.open()} if cache.exists() else set()
     index, count = (int(x) for x in args.shard.split("/"))
     with cache.open("a") as out:
-        for n, case in enumerate(cases(tuple(args.scripts or ["hi-Latn", "hi-Deva"]))):
+        for n, case in enumerate(cases(tuple(args.scripts or SCRIPTS))):
             if n % count != index or case.id in done:
                 continue
             stage, cards = case.stage, case.cards
             rs = consent.readings(cards, stage, lexicons)
-            texts = tuple(dict.fromkeys(r.text for r in rs))
-            lang_of = {r.text: r.lang for r in rs}
             try:
                 samples = audio.decode(case.path.read_bytes()).samples
             except AudioRefused as exc:
                 h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
             else:
-                spoken = tuple(SPOKEN[lang_of[t]] for t in texts)
+                # Asked as the server asks it (voice/pipeline.py): every reading, in its language.
+                texts = tuple(r.text for r in rs)
+                spoken = tuple(SPOKEN[r.lang] for r in rs)
                 question = decision.question(stage, cards)
                 u = Utterance(samples, langs, texts, spoken, question=question)
                 h = transcriber.transcribe_many([u])[0]
@@ -104,10 +106,10 @@ def decide(args: argparse.Namespace) -> int:
     """Decide every cached case at the shipped calibration and count where answers are lost."""
     heard = load(Path(args.cache))
     cal = calibration.of(MODEL)
-    lexicons = tuple(lex for lang in args.langs or ["en", "hi"] for lex in LEXICONS[lang])
+    lexicons = tuple(lex for lang in args.langs or LANGS for lex in LEXICONS[lang])
     counts: Counter[str] = Counter()
     written: Counter[str] = Counter()
-    for case in cases(tuple(args.scripts or ["hi-Latn", "hi-Deva"])):
+    for case in cases(tuple(args.scripts or SCRIPTS)):
         h = heard.get(case.id)
         if h is None:
             continue
@@ -157,7 +159,7 @@ def main() -> int:
     for p in (h, d):
         p.add_argument("--cache", required=True)
         p.add_argument("--lang", action="append", dest="langs", choices=sorted(LEXICONS))
-        p.add_argument("--script", action="append", dest="scripts", choices=("hi-Latn", "hi-Deva"))
+        p.add_argument("--script", action="append", dest="scripts", choices=SCRIPTS)
     h.add_argument("--card-prompt", default="")
     h.add_argument("--yes-prompt", default="")
     h.add_argument("--threads", type=int, default=1)
