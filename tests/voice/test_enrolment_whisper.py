@@ -18,17 +18,19 @@ from voicegate.voice.whisper import FasterWhisperTranscriber
 pytestmark = [pytest.mark.whisper, pytest.mark.corpus, pytest.mark.slow]
 
 
-# Takes of theo's "five" that tiny.en, told the question, leaves under its card threshold
-# (2026-12-02, with its prior of anything else: 0.82 for take 1 and 0.948 for take 11, both
-# heard "Five."; takes 2, 4 and 5 are heard "Bye."). int8 scores differ a little between
-# machines, so the test asks it of several takes and compares taught with alone on each.
-FIVES = (1, 2, 4, 5, 11)
+# Takes of theo's "five" that tiny.en, told the question, left under its card threshold on one
+# machine or another (2026-12-02: at the prior -3, 0.82 for take 1 and 0.948 for take 11, both
+# heard "Five.", takes 2, 4 and 5 heard "Bye."; at -5 on an "AMD EPYC" machine, take 1 released
+# alone at 0.986, takes 4 and 32 heard "Five." at 0.949 and 0.957). int8 scores differ between
+# machines, so the test asks it of several takes, compares taught with alone on each, and needs
+# one of them lifted.
+FIVES = (1, 2, 4, 5, 11, 32)
 
 
 async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> None:
     """Taught, theo's templates of five lie nearest, inside his radius, and their likelihood
     ratio lifts the fused probability past the threshold (0.9999 and more, benchmarks/enrol.py
-    fused) where a transcript says "Five." (take 1 at least, whose recogniser probability is far
+    fused) where a transcript says "Five." (one take at least, whose recogniser probability is
     under the threshold). Nothing is ever another card, a take the recogniser released alone is
     still released, and a take heard as something else ("Bye.") stays refused."""
     require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
@@ -43,6 +45,7 @@ async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> No
     alone = VoicePipeline(recogniser, None)
     taught = VoicePipeline(recogniser, None, enrolments=StoreEnrolments(store.templates))
     need = recogniser.calibration.card
+    lifted = []
     for take in FIVES:
         clip = (fsdd / f"5_theo_{take}.wav").read_bytes()
         by_itself = await alone.decide(clip, user="theo", cards=5, stage=Stage.CHOOSE)
@@ -55,5 +58,6 @@ async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> No
             assert not fused.decision.releases, seen
         if fused.rule == "fused" and not by_itself.decision.releases:
             assert fused.fused is not None and fused.fused > 0.99 > need > fused.probability
-        if take == 1:
-            assert (by_itself.rule, fused.rule) == ("unclear", "fused"), seen
+        if (by_itself.rule, fused.rule) == ("unclear", "fused"):
+            lifted.append(take)
+    assert lifted, "no take the recogniser alone left unsure was lifted by the templates"

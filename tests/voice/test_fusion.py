@@ -343,10 +343,10 @@ def test_no_prior_lifts_a_card_behind_a_likelier_hedge_in_the_beam(other: float)
 
 
 def test_an_unread_transcript_counts_at_the_prior_when_the_templates_lift() -> None:
-    """At tiny.en's prior (e^-3), the unread "Tu." at 0.85 weighs 0.04: card 2 is then the
+    """At tiny.en's prior (e^-5), the unread "Tu." at 0.85 weighs 0.006: card 2 is then the
     likeliest, and the templates that point at it lift it."""
     hyps = [free("Two.", TWO, math.log(0.10)), reading("three", THREE, math.log(0.05))]
     hyps += [Hypothesis("Tu.", UNREAD, math.log(0.85), "hi", 0)]
     ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
-    assert SHIPPED.other == -3.0
+    assert SHIPPED.other == -5.0
     assert fused(hyps, UNREAD, ahead, cal=SHIPPED).rule == "fused"
