@@ -37,7 +37,7 @@ from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, consent, decision
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
-from voicegate.voice.transcribe import Heard, Hearing, Utterance
+from voicegate.voice.transcribe import Heard, Hearing, Transcriber, Utterance
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -55,6 +55,8 @@ GRID = [round(0.5 + 0.01 * i, 2) for i in range(50)]
 # The prior log-odds of "anything else" tried at a choice among cards (``Calibration.other``):
 # from 0 (as Whisper scored it) to -5, where it counts under 1 % and no more changes (measured).
 OTHER_GRID = [-i / 2 for i in range(11)]
+# Card thresholds ``fit --grid`` prints beside each prior (and -6 and -8, beyond the fit's grid).
+CARD_GRID = (0.94, 0.95, 0.96, 0.97)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,20 +126,32 @@ def hear(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with cache.open("a") as out:
         for n, clip in enumerate(todo, 1):
-            try:
-                samples = audio.decode(clip.path.read_bytes()).samples
-            except AudioRefused as exc:  # refused before the recogniser, as the server does
-                h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
-            else:
-                # Asked as the server asks it: which of five cards (FSDD), or yes or no.
-                question = "card" if clip.set == "fsdd" else "yes"
-                utterance = Utterance(samples, langs, texts, spoken, question=question)
-                h = transcriber.transcribe_many([utterance])[0]
+            # Asked as the server asks it: which of five cards (FSDD), or yes or no.
+            question = "card" if clip.set == "fsdd" else "yes"
+            h = hear_one(transcriber, clip.path, langs, texts, spoken, question)
             out.write(json.dumps(record(clip.id, h), ensure_ascii=False) + "\n")
             if n % 100 == 0:
                 rate = n / (time.perf_counter() - started)
                 print(f"{n}/{len(todo)}, {rate:.2f} clips/s", file=sys.stderr)
     return 0
+
+
+def hear_one(
+    transcriber: Transcriber,
+    path: Path,
+    langs: tuple[str, ...],
+    texts: tuple[str, ...],
+    spoken: tuple[str, ...],
+    question: str,
+) -> Hearing:
+    """One clip heard as the server hears it: every reading ``texts`` scored in its language
+    ``spoken``; audio the server would refuse before the recogniser is refused here too."""
+    try:
+        samples = audio.decode(path.read_bytes()).samples
+    except AudioRefused as exc:
+        return Hearing("", "", 0.0, 0.0, refusal=exc.reason)
+    utterance = Utterance(samples, langs, texts, spoken, question=question)
+    return transcriber.transcribe_many([utterance])[0]
 
 
 def record(clip_id: str, h: Hearing) -> dict[str, object]:
@@ -263,6 +277,16 @@ def fit(args: argparse.Namespace) -> int:
             rows = run(chosen, kind, base.support, most if need is None else None)
             block[kind] = summarise(rows, chosen, kind)
         report[label] = block
+    if args.grid:
+        print("\nchoices among cards, right answers of both splits (released wrongly):")
+        print("| prior | " + " | ".join(f"card {need}" for need in CARD_GRID) + " |")
+        print("| ---: |" + " ---: |" * len(CARD_GRID))
+        for other in (*OTHER_GRID, -6.0, -8.0):
+            cells = []
+            for need in CARD_GRID:
+                got = Counter(o for _, _, o in run(need, "card", base.support, other))
+                cells.append(f"{got['right']} ({got['wrong']})")
+            print(f"| {other} | " + " | ".join(cells) + " |")
     if args.support_sweep:
         sweep = {}
         for depth in (1, 5):
@@ -325,6 +349,7 @@ def main() -> int:
         p.add_argument("--per-word", type=int, default=10**6, help="speech_commands clips a word")
         p.add_argument("--json", default=None)
         p.add_argument("--support-sweep", action="store_true")
+        p.add_argument("--grid", action="store_true", help="right answers at each prior and card")
         p.add_argument("--calibration-only", action="store_true", help="only the fitting split")
         p.add_argument(
             "--shard",

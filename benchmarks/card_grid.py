@@ -21,15 +21,13 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from calibrate import load, record
+from calibrate import hear_one, load, record
 
-from voicegate.errors import AudioRefused
 from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
-from voicegate.voice import audio, calibration, consent, decision
+from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import hypotheses, reading_of
-from voicegate.voice.transcribe import Hearing, Utterance
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus"
 MODEL = "tiny.en"
@@ -58,15 +56,9 @@ def hear(args: argparse.Namespace) -> int:
         for case in cases():
             if case.id in done:
                 continue
-            rs = consent.readings(case.cards, case.stage, ("en",))
-            try:
-                samples = audio.decode(case.path.read_bytes()).samples
-            except AudioRefused as exc:
-                h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
-            else:
-                texts = tuple(r.text for r in rs)
-                u = Utterance(samples, ("en",), texts, ("en",) * len(texts), question="card")
-                h = transcriber.transcribe_many([u])[0]
+            texts = tuple(r.text for r in consent.readings(case.cards, case.stage, ("en",)))
+            spoken = ("en",) * len(texts)
+            h = hear_one(transcriber, case.path, ("en",), texts, spoken, "card")
             out.write(json.dumps(record(case.id, h)) + "\n")
             out.flush()
     return 0

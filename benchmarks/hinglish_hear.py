@@ -32,16 +32,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from calibrate import load, record
+from calibrate import hear_one, load, record
 
-from voicegate.errors import AudioRefused
 from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
 from voicegate.gate.types import Decision
 from voicegate.reasons import Kind
-from voicegate.voice import audio, calibration, consent, decision
+from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
-from voicegate.voice.transcribe import Hearing, Utterance
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fixtures" / "audio" / "corpus"
@@ -86,17 +84,11 @@ def hear(args: argparse.Namespace) -> int:
                 continue
             stage, cards = case.stage, case.cards
             rs = consent.readings(cards, stage, lexicons)
-            try:
-                samples = audio.decode(case.path.read_bytes()).samples
-            except AudioRefused as exc:
-                h = Hearing("", "", 0.0, 0.0, refusal=exc.reason)
-            else:
-                # Asked as the server asks it (voice/pipeline.py): every reading, in its language.
-                texts = tuple(r.text for r in rs)
-                spoken = tuple(SPOKEN[r.lang] for r in rs)
-                question = decision.question(stage, cards)
-                u = Utterance(samples, langs, texts, spoken, question=question)
-                h = transcriber.transcribe_many([u])[0]
+            # Asked as the server asks it (voice/pipeline.py): every reading, in its language.
+            texts = tuple(r.text for r in rs)
+            spoken = tuple(SPOKEN[r.lang] for r in rs)
+            question = decision.question(stage, cards)
+            h = hear_one(transcriber, case.path, langs, texts, spoken, question)
             out.write(json.dumps(record(case.id, h), ensure_ascii=False) + "\n")
             out.flush()
     return 0
