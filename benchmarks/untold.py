@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -32,7 +33,7 @@ from voicegate.voice.transcribe import HOP, lead_in
 from voicegate.voice.whisper import SCORE_TAIL_FRAMES, FasterWhisperTranscriber
 
 ROOT = Path(__file__).resolve().parents[1]
-FSDD = ROOT.parent / "shared" / "corpus" / "fsdd"
+FSDD = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus")) / "fsdd"
 MANIFEST = ROOT / "fixtures" / "audio" / "corpus" / "manifest.jsonl"
 CARDS = 5
 SHARES = (0.04, 0.05, 0.085, 0.2, 0.5)
@@ -89,7 +90,8 @@ def hear(out: Path) -> None:
             full = np.asarray(
                 t._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
             )
-            keep = (lead_in(samples) + len(samples)) // HOP // 2 + SCORE_TAIL_FRAMES
+            frames = (lead_in(samples) + len(samples)) // HOP // 2 + SCORE_TAIL_FRAMES
+            keep = min(full.shape[1], frames)  # as the recogniser keeps them
             row: dict[str, object] = {"id": clip_id}
             for card in cards:
                 own, near = readings[card]
@@ -126,6 +128,7 @@ def report(out: Path) -> None:
 
 
 def main() -> int:
+    """Command line: hear (resumable) and report, or report only."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--report", action="store_true")

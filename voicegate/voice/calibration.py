@@ -33,10 +33,10 @@ CALIBRATIONS: Mapping[str, Calibration] = {
     # machines) gave that "left" just over 0.91, and the fit there
     # (benchmarks/calibrate.py fit --cache bench-out/hear-tiny-sc.jsonl --fsdd-takes 0) is
     # 0.92; on both caches 0.92 keeps every right answer of 0.91.
-    # 2026-12-02, 0.98: the 666 clips heard a third time, on an "AMD EPYC" machine
-    # (benchmarks/calibrate.py hear --model tiny.en --cache bench-out/hear-sc.jsonl
-    # --fsdd-takes 0, then fit with the same cache). There the beam of that speaker's two
-    # spoken "left"s holds a "Yes?" or "Yeah?" below the best "Yes." or "Yeah.", and a question
+    # 2026-12-02, 0.98: the 666 clips heard again, on an "AMD EPYC" machine
+    # (benchmarks/calibrate.py hear --model tiny.en --fsdd-takes 0, then fit; docs/voice.md,
+    # "This release"). There the beam of that speaker's two spoken "left"s (0d53e045_nohash_0
+    # and _1) holds a "Yes?" or "Yeah?" below the best "Yes." or "Yeah.", and a question
     # spelling of the best transcript means what it means (voice/hypotheses.py): yes 0.976 and
     # 0.951 (0.903 and 0.907 with the spellings read apart), so 0.92 released both, at one
     # card and at the final card. The fit there is 0.98, the lowest step that releases
