@@ -77,6 +77,7 @@ def decide(args: argparse.Namespace) -> int:
         rs = consent.readings(case.cards, case.stage, ("en",))
         said = reading_of(h.text, case.cards, case.stage)
         prepared.append((case, h, said, hypotheses(rs, h, case.cards, case.stage)))
+    genuine = sum(c.expect.kind is not Kind.REFUSE for c, *_ in prepared)
     print(f"{len(prepared)} cases; shipped prior {base.other}, card {base.card}")
     print("| prior | card | genuine right | released wrongly (not replays) | replays released |")
     print("| ---: | ---: | ---: | --- | ---: |")
@@ -97,7 +98,6 @@ def decide(args: argparse.Namespace) -> int:
                     counts["replays"] += case.label == "replay"
                     if case.label != "replay":
                         wrong.append(case.id[:4])
-            genuine = sum(c.expect.kind is not Kind.REFUSE for c, *_ in prepared)
             shown = ", ".join(wrong) or "none"
             print(f"| {prior} | {need} | {counts['right']} of {genuine} | {len(wrong)}: {shown} "
                   f"| {counts['replays']} |")  # fmt: skip
