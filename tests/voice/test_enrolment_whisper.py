@@ -21,10 +21,11 @@ pytestmark = [pytest.mark.whisper, pytest.mark.corpus, pytest.mark.slow]
 # Takes of theo's "five" that tiny.en, told the question, left under its card threshold on one
 # machine or another (2026-12-02: at the prior -3, 0.82 for take 1 and 0.948 for take 11, both
 # heard "Five.", takes 2, 4 and 5 heard "Bye."; at -5 on an "AMD EPYC" machine, take 1 released
-# alone at 0.986, takes 4 and 32 heard "Five." at 0.949 and 0.957). int8 scores differ between
-# machines, so the test asks it of several takes, compares taught with alone on each, and needs
-# one of them lifted.
-FIVES = (1, 2, 4, 5, 11, 32)
+# alone at 0.986, takes 4 and 32 heard "Five." at 0.949 and 0.957; with the card prompt that
+# says "not" and the threshold 0.95, takes 4 and 14 heard "Five." at 0.939 and 0.942). int8
+# scores differ between machines, so the test asks it of several takes, compares taught with
+# alone on each, and needs one of them lifted.
+FIVES = (1, 2, 4, 5, 11, 14, 32)
 
 
 async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> None:

@@ -234,11 +234,13 @@ def test_a_reading_scores_the_same_alone_and_beside_longer_ones(
 
 
 def test_a_dropped_the_second_is_a_partial_hearing_of_the_second_one(
-    tiny: FasterWhisperTranscriber,
+    tiny: FasterWhisperTranscriber, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """espeak-ng en-gb "the second one": tiny.en also scores a bare "One." high, and that text,
-    a part of the best transcript, counts for card two instead of against it."""
-    from voicegate.voice import consent, decision
+    """espeak-ng en-gb "the second one": told only the numbers, tiny.en also scores a bare
+    "One." high, and that text, a part of the best transcript, counts for card two instead of
+    against it. (The shipped card prompt also names "the first one", and there the bare "One."
+    keeps about 0.3 % on this clip: the pipeline below decides it as shipped.)"""
+    from voicegate.voice import calibration, consent, decision
     from voicegate.voice.hypotheses import hypotheses
 
     [row] = clips(file="espeak_gb_the_second_one.flac")
@@ -246,7 +248,10 @@ def test_a_dropped_the_second_is_a_partial_hearing_of_the_second_one(
     samples = decode((CLIPS / row["file"]).read_bytes()).samples
     texts = tuple(r.text for r in readings)
     asked = Utterance(samples, ("en",), texts, question=decision.question(Stage.CHOOSE, 2))
-    [hearing] = tiny.transcribe_many([asked])
+    numbers = {"tiny.en": {"card": {"en": "One, two, three, four, five."}}}
+    with monkeypatch.context() as told:
+        told.setattr(calibration, "PROMPTS", numbers)
+        [hearing] = tiny.transcribe_many([asked])
     assert "second one" in hearing.text.lower(), hearing.text
     scored = hypotheses(readings, hearing, 2, Stage.CHOOSE)
     # The reading "one", or the free transcript "One." spelt like it: one hypothesis.

@@ -2,7 +2,8 @@
 
 A listener who knows the question hears "five" where a stranger hears "Bye". Whisper takes the
 same hint as text that came before the clip (its previous-text prompt): the decoder then reads
-every transcript and every reading after ``<|startofprev|> One, two, three, four, five.``.
+every transcript and every reading after ``<|startofprev|>`` and the question (for tiny.en
+at a choice among cards, ``One, two, three, four, five. The first one, not the second one.``).
 Which question text a model is told is part of its calibration (``voice.calibration``): its
 thresholds were fitted on scores made with exactly that prompt.
 """
