@@ -28,6 +28,7 @@ from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import hypotheses, reading_of
+from voicegate.voice.transcribe import Transcriber
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus"
 MODEL = "tiny.en"
@@ -49,8 +50,12 @@ def hear(args: argparse.Namespace) -> int:
     """Hear every case not yet in the cache."""
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
-    transcriber = FasterWhisperTranscriber(MODEL, threads=args.threads)
-    cache = Path(args.cache)
+    hear_into(FasterWhisperTranscriber(MODEL, threads=args.threads), Path(args.cache))
+    return 0
+
+
+def hear_into(transcriber: Transcriber, cache: Path) -> None:
+    """Hear every case not yet in ``cache`` as the English server asks it, appending each."""
     cache.parent.mkdir(parents=True, exist_ok=True)
     done = {json.loads(line)["id"] for line in cache.open()} if cache.exists() else set()
     with cache.open("a") as out:
@@ -62,7 +67,6 @@ def hear(args: argparse.Namespace) -> int:
             h = hear_one(transcriber, case.path, ("en",), texts, spoken, "card")
             out.write(json.dumps(record(case.id, h)) + "\n")
             out.flush()
-    return 0
 
 
 def decide(args: argparse.Namespace) -> int:

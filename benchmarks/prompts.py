@@ -18,13 +18,12 @@ heard (the rest were refused before it, at intake). Real speech (FSDD) is heard 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from calibrate import CARD_GRID, hear_one, load, record
-from card_grid import MODEL, cases
+from calibrate import CARD_GRID, load
+from card_grid import MODEL, cases, hear_into
 
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
@@ -58,19 +57,9 @@ def hear(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     transcriber = FasterWhisperTranscriber(MODEL, threads=args.threads)
     for name, text in CANDIDATES.items():
-        if args.only and name not in args.only:
-            continue
-        _told(text)
-        cache = out / f"{name}.jsonl"
-        done = {json.loads(line)["id"] for line in cache.open()} if cache.exists() else set()
-        with cache.open("a") as f:
-            for case in cases():
-                if case.id in done:
-                    continue
-                texts = tuple(r.text for r in consent.readings(case.cards, case.stage, ("en",)))
-                h = hear_one(transcriber, case.path, ("en",), texts, ("en",) * len(texts), "card")
-                f.write(json.dumps(record(case.id, h)) + "\n")
-                f.flush()
+        if not args.only or name in args.only:
+            _told(text)
+            hear_into(transcriber, out / f"{name}.jsonl")
     return 0
 
 

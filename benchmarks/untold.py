@@ -5,13 +5,13 @@
 
 Told the card question (``calibration.PROMPTS``; the table in docs/voice.md, "Weak spots", was
 measured when it was "One, two, three, four, five."), tiny.en hears some synthetic "tooth"s and
-"tool"s of the English corpus as a clean "Two." (its four false releases). This scores, for each clip and each
-card whose number has near misses in the lexicon ("tooth", "tool", "true" for two; "tree" for
-three; "fife" for five), the card's own readings and its near misses twice, told and untold,
-and prints the near misses' share of the two together. A veto on that share would stop a
-sound-alike only where real answers of the same number give it less: the report lists, for a
-few shares, how many real FSDD takes of "two", "three" and "five" (all four speakers, all 50
-takes) reach it, beside the corpus's English sound-alike cases.
+"tool"s of the English corpus as a clean "Two." (its four false releases). This scores, for
+each clip and each card whose number has near misses in the lexicon ("tooth", "tool", "true"
+for two; "tree" for three; "fife" for five), the card's own readings and its near misses twice,
+told and untold, and prints the near misses' share of the two together. A veto on that share
+would stop a sound-alike only where real answers of the same number give it less: the report
+lists, for a few shares, how many real FSDD takes of "two", "three" and "five" (all four
+speakers, all 50 takes) reach it, beside the corpus's English sound-alike cases.
 """
 
 from __future__ import annotations
