@@ -126,9 +126,10 @@ CALIBRATIONS: Mapping[str, Calibration] = {
 # A choice among cards is told its numbers, a way to say one ("the first one") and a "not",
 # so that the prompt does not teach the decoder that every answer is a card: told only
 # numbers and ordinals, tiny.en wrote espeak-ng's "not two" as "That's two." and "not three"
-# as "The third three." (card three at 0.915); told this prompt, it writes them "Not two."
-# and "Not three." (not every prompt with a "not" does: docs/voice.md, "The question";
-# benchmarks/prompts.py).
+# as "The third three." (card three at 0.915); told this prompt, it writes them as it did told
+# the numbers alone ("Not two.", and "That's free.", refused), and one "not two" the numbers
+# alone wrote "That's two." it writes "Not two." (not every prompt with a "not" keeps them:
+# docs/voice.md, "The question"; benchmarks/prompts.py).
 PROMPTS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
     "tiny.en": {"card": {"en": "One, two, three, four, five. The first one, not the second one."}},
 }
