@@ -25,10 +25,11 @@ from calibrate import CARD_GRID, hear_one, load, record
 
 from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
+from voicegate.gate.types import Decision
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import hypotheses, reading_of
-from voicegate.voice.transcribe import Transcriber
+from voicegate.voice.transcribe import Hearing, Transcriber
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus"
 MODEL = "tiny.en"
@@ -69,10 +70,10 @@ def hear_into(transcriber: Transcriber, cache: Path) -> None:
             out.flush()
 
 
-def decide(args: argparse.Namespace) -> int:
-    """Decide every cached case at each setting; print a row a setting."""
-    heard = load(Path(args.cache))
-    base = calibration.of(MODEL)
+def prepare(cache: Path) -> list[tuple[Case, Hearing, Decision, list[decision.Hypothesis]]]:
+    """Each cached case with its hearing, what the grammar reads its best transcript as, and
+    its scored hypotheses: everything ``decision.decide`` needs but the calibration."""
+    heard = load(cache)
     prepared = []
     for case in cases():
         h = heard.get(case.id)
@@ -81,6 +82,13 @@ def decide(args: argparse.Namespace) -> int:
         rs = consent.readings(case.cards, case.stage, ("en",))
         said = reading_of(h.text, case.cards, case.stage)
         prepared.append((case, h, said, hypotheses(rs, h, case.cards, case.stage)))
+    return prepared
+
+
+def decide(args: argparse.Namespace) -> int:
+    """Decide every cached case at each setting; print a row a setting."""
+    base = calibration.of(MODEL)
+    prepared = prepare(Path(args.cache))
     genuine = sum(c.expect.kind is not Kind.REFUSE for c, *_ in prepared)
     print(f"{len(prepared)} cases; shipped prior {base.other}, card {base.card}")
     print("| prior | card | genuine right | released wrongly (not replays) | replays released |")

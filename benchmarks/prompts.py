@@ -22,12 +22,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from calibrate import CARD_GRID, load
-from card_grid import MODEL, cases, hear_into
+from calibrate import CARD_GRID
+from card_grid import MODEL, hear_into, prepare
 
 from voicegate.reasons import Kind
-from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import hypotheses, reading_of
+from voicegate.voice import calibration, decision
 
 # Each candidate: a short name (its cache file) and the text; "not" ships (calibration.PROMPTS).
 CANDIDATES = {
@@ -73,15 +72,9 @@ def report(args: argparse.Namespace) -> int:
         path = Path(args.out) / f"{name}.jsonl"
         if not path.exists():
             continue
-        heard = load(path)
-        verdicts = []
-        for case in cases():
-            h = heard.get(case.id)
-            if h is None or h.refusal is not None:
-                continue
-            rs = consent.readings(case.cards, case.stage, ("en",))
-            said = reading_of(h.text, case.cards, case.stage)
-            verdicts.append((case, h.text, hypotheses(rs, h, case.cards, case.stage), said))
+        verdicts = [
+            (c, h.text, hyps, said) for c, h, said, hyps in prepare(path) if h.refusal is None
+        ]
         cells = []
         for need in CARD_GRID:
             cal = replace(base, card=need)
@@ -102,8 +95,8 @@ def report(args: argparse.Namespace) -> int:
             releasing = v.winner is not None and v.winner.releases and v.probability >= 0.5
             if refusal and releasing:
                 near.append(f"{case.id[:4]} {case.label} {text!r} {v.probability:.3f}")
-        shown = "; ".join(near) or "none"
-        print(f"| {name} | " + " | ".join(cells) + f" | {shown} | {len(verdicts)} |")
+        nearest = "; ".join(near) or "none"
+        print(f"| {name} | " + " | ".join(cells) + f" | {nearest} | {len(verdicts)} |")
     return 0
 
 
