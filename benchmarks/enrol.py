@@ -1,21 +1,26 @@
 """Personal answers on real speech: template matching alone, and fused with the recogniser.
 
-    # templates alone (no model): per speaker, enrol takes 0-2 of "one".."five", decide the rest
-    .venv/bin/python benchmarks/enrol.py templates
-    .venv/bin/python benchmarks/enrol.py templates --sweep   # the rule constants, per split
+    # the features the server makes of every FSDD take: tiny.en's encoder frames (~10 min)
+    .venv/bin/python benchmarks/enrol.py frames --out bench-out/frames-tiny.en.npz
+    # templates alone: per speaker, enrol takes 0-2 of "one".."five", decide the rest
+    .venv/bin/python benchmarks/enrol.py templates --frames bench-out/frames-tiny.en.npz
+    .venv/bin/python benchmarks/enrol.py templates --frames bench-out/frames-tiny.en.npz --sweep
     # fused with the recogniser's cached hearings (benchmarks/calibrate.py hear, FSDD only)
-    .venv/bin/python benchmarks/enrol.py fused --cache bench-out/hear-tiny-fsdd.jsonl
+    .venv/bin/python benchmarks/enrol.py fused --cache bench-out/fsdd-E.jsonl \
+        --frames bench-out/frames-tiny.en.npz
     # time added per decision with 30 templates enrolled
-    .venv/bin/python benchmarks/enrol.py time --templates 30
-    # nearest-template accuracy, MFCC against log-mel and MFCC + deltas: enrol_features.py
+    .venv/bin/python benchmarks/enrol.py time --templates 30 --frames bench-out/frames-tiny.en.npz
+    # nearest-template accuracy, encoder frames against MFCC, log-mel, MFCC + deltas:
+    # benchmarks/enrol_features.py
     # replays of enrolment takes refused, new takes not flagged
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py replay
 
 The set is ``../shared/corpus/fsdd`` (4 speakers × 50 takes × the digits 0-9): choose one of
 five cards, "one".."five" choose that card, "zero" and "six".."nine" must release nothing. Each
 speaker enrols ``--takes`` takes (0, 1, 2 by default) of "one".."five"; every other take of every
-digit is decided. Constants are chosen on the calibration split (jackson, theo) only; nicolas and
-yweweler are the report split.
+digit is decided. Constants are chosen on the calibration split (jackson, nicolas) only; theo
+and yweweler are the report split. Without ``--frames`` the templates are MFCCs (the features
+of the unit tests' fake recogniser), for comparison.
 """
 
 from __future__ import annotations
@@ -64,18 +69,37 @@ Row = tuple[
 ]
 
 
-def load(speakers: tuple[str, ...] | None = None) -> list[Take]:
-    """Every FSDD take (of ``speakers`` when given), decoded as the server decodes uploads."""
+def load(speakers: tuple[str, ...] | None = None, frames: str | None = None) -> list[Take]:
+    """Every FSDD take (of ``speakers`` when given), decoded as the server decodes uploads: its
+    encoder frames from the ``frames`` cache (``enrol.py frames``), else its MFCCs."""
+    cached = np.load(frames) if frames else None
     out = []
     for path in sorted((CORPUS / "fsdd").glob("*.wav")):
         digit, speaker, take = path.stem.split("_")
         if speakers and speaker not in speakers:
             continue
-        clip = audio.decode(path.read_bytes())
-        out.append(
-            Take(path.stem, speaker, int(digit), int(take), templates.features(clip.samples))
-        )
+        if cached is not None:
+            features = cached[path.stem].astype(np.float32)
+        else:
+            features = templates.features(audio.decode(path.read_bytes()).samples)
+        out.append(Take(path.stem, speaker, int(digit), int(take), features))
     return out
+
+
+def run_frames(args: argparse.Namespace) -> int:
+    """Every FSDD take's features as the server makes them (``Transcriber.frames``), cached."""
+    from voicegate.voice.whisper import FasterWhisperTranscriber
+
+    recogniser = FasterWhisperTranscriber(args.model, device="cpu", threads=args.threads)
+    out = {}
+    started = time.perf_counter()
+    for k, path in enumerate(sorted((CORPUS / "fsdd").glob("*.wav"))):
+        out[path.stem] = recogniser.frames(audio.decode(path.read_bytes()).samples)
+        if k % 200 == 0:
+            print(f"{k} takes, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    np.savez_compressed(args.out, **{k: v.astype(np.float16) for k, v in out.items()})
+    print(f"{len(out)} takes' frames of {args.model} in {args.out}")
+    return 0
 
 
 def card(digit: int) -> Decision:
@@ -171,7 +195,7 @@ def print_table(title: str, table: dict[str, Counter[str]]) -> None:
 def run_templates(args: argparse.Namespace) -> int:
     """The template rule alone, at the shipped constants (and a sweep with ``--sweep``)."""
     started = time.perf_counter()
-    takes = load()
+    takes = load(frames=args.frames)
     print(f"{len(takes)} takes loaded in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     started = time.perf_counter()
     near = nearest_table(takes, args.takes)
@@ -191,13 +215,14 @@ def run_templates(args: argparse.Namespace) -> int:
                         f"{cal['released']} | {rep['right']} | {rep['wrong']} | "
                         f"{rep['released']} |"
                     )
+    kind = "encoder frames" if args.frames else "MFCC"
     print_table(
-        "nearest template alone (no rejection): MFCC + DTW",
+        f"nearest template alone (no rejection): {kind} + DTW",
         template_table(near, 1.0, float("inf"), float("inf")),
     )
     table = template_table(near, templates.MARGIN, templates.SLACK, templates.REACH)
     print_table(
-        f"templates alone: MFCC + DTW, {args.takes} takes enrolled, margin {templates.MARGIN}, "
+        f"templates alone: {kind} + DTW, {args.takes} takes enrolled, margin {templates.MARGIN}, "
         f"slack {templates.SLACK}, reach {templates.REACH}",
         table,
     )
@@ -251,8 +276,9 @@ def run_fused(args: argparse.Namespace) -> int:
 
 
 def run_time(args: argparse.Namespace) -> int:
-    """Time added per decision with ``--templates`` enrolled: features, then the match."""
-    takes = [t for t in load(("jackson",)) if 1 <= t.digit <= CARDS]
+    """Time added per decision with ``--templates`` enrolled: the match (and the answer's
+    MFCCs, without ``--frames``; encoder frames come with the decision's own hearing)."""
+    takes = [t for t in load(("jackson",), args.frames) if 1 <= t.digit <= CARDS]
     per = args.templates // CARDS
     enrolled = [templates.Template(card(t.digit), t.features) for t in takes if t.take < per]
     queries = [t for t in takes if t.take >= per][: args.answers]
@@ -264,11 +290,11 @@ def run_time(args: argparse.Namespace) -> int:
     }
     started = time.perf_counter()
     for t in queries:
-        templates.match(templates.features(samples[t.id]), enrolled, r)
+        query = t.features if args.frames else templates.features(samples[t.id])
+        templates.match(query, enrolled, r)
     each = 1000 * (time.perf_counter() - started) / len(queries)
     print(f"{len(enrolled)} templates (jackson, takes 0-{per - 1} of one..five): radii once "
-          f"{radii_ms:.0f} ms; per answer (features + match) {each:.1f} ms over "
-          f"{len(queries)} answers")  # fmt: skip
+          f"{radii_ms:.0f} ms; per answer {each:.1f} ms over {len(queries)} answers")  # fmt: skip
     return 0
 
 
@@ -340,15 +366,22 @@ def main() -> int:
     f.add_argument("--fit-set", choices=("taught", "inside"), default="taught",
                    help="fit on every taught winner, or only those inside a radius")  # fmt: skip
     f.add_argument("--json", default=None)
+    fr = sub.add_parser("frames")
+    fr.add_argument("--model", default="tiny.en")
+    fr.add_argument("--threads", type=int, default=2)
+    fr.add_argument("--out", required=True, help="an .npz file")
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)
     t.add_argument("--answers", type=int, default=100)
+    for each in (p, f, t):
+        each.add_argument("--frames", help="encoder frames (enrol.py frames); else MFCC")
     r = sub.add_parser("replay")
     r.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     args = parser.parse_args()
     np.seterr(all="ignore")
     run = {
         "templates": run_templates,
+        "frames": run_frames,
         "fused": run_fused,
         "time": run_time,
         "replay": run_replay,

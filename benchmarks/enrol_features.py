@@ -1,7 +1,9 @@
-"""Nearest-template accuracy on FSDD for three template features: MFCC (shipped), log-mel and
-MFCC + deltas (``benchmarks/enrol.py``'s split and table).
+"""Nearest-template accuracy on FSDD for four template features: the recogniser's encoder frames
+(shipped, from the cache of ``benchmarks/enrol.py frames``), MFCC (the unit tests' fake),
+log-mel and MFCC + deltas (``benchmarks/enrol.py``'s split and table).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/enrol_features.py [--takes 3]
+    PYTHONPATH=. .venv/bin/python benchmarks/enrol_features.py \
+        [--frames bench-out/frames-tiny.en.npz] [--takes 3]
 """
 
 from __future__ import annotations
@@ -40,19 +42,25 @@ def _with_deltas(samples: np.ndarray) -> templates.Matrix:
 
 
 def run_features(args: argparse.Namespace) -> int:
-    """Nearest-template accuracy per speaker for MFCC (shipped), log-mel and MFCC + deltas."""
+    """Nearest-template accuracy per speaker for each feature (the encoder frames when cached)."""
     raw = []
     for path in sorted((CORPUS / "fsdd").glob("*.wav")):
         digit, speaker, take = path.stem.split("_")
         raw.append((path.stem, speaker, int(digit), int(take), audio.decode(path.read_bytes())))
     print("| features | " + " | ".join(sorted({r[1] for r in raw})) + " | all |")
     print("| --- |" + " ---: |" * 5)
+    cached = np.load(args.frames) if args.frames else None
+    rows: list[tuple[str, list[Take]]] = []
+    if cached is not None:
+        frames = [Take(i, s, d, k, cached[i].astype(np.float32)) for i, s, d, k, _ in raw]
+        rows.append(("encoder frames (shipped)", frames))
     for name, make in (
-        ("MFCC (shipped)", templates.features),
+        ("MFCC", templates.features),
         ("log-mel", _logmel),
         ("MFCC + deltas", _with_deltas),
     ):
-        takes = [Take(i, s, d, k, make(c.samples)) for i, s, d, k, c in raw]
+        rows.append((name, [Take(i, s, d, k, make(c.samples)) for i, s, d, k, c in raw]))
+    for name, takes in rows:
         table = template_table(nearest_table(takes, args.takes), 1.0, float("inf"), float("inf"))
         cells = [f"{table[s]['right']}" for s in sorted(table)]
         print(
@@ -65,6 +73,7 @@ def main() -> int:
     """Command line: the table, one row per feature."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    parser.add_argument("--frames", help="encoder frames (enrol.py frames)")
     np.seterr(all="ignore")
     return run_features(parser.parse_args())
 

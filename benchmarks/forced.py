@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/forced.py base 3
 
 One committed clip, encoded once; then each way twice, three timed runs each, one thread. The
-per-length grouping is the recogniser's scoring before it became one call (the same batch
+per-length grouping is the recogniser's scoring before it became one call (the same scoring
 function, called once per token length); both must give the same scores.
 """
 
@@ -37,7 +37,7 @@ def grouped(t: FasterWhisperTranscriber, full: Any, tok: Prompt, seqs: list[list
     for k, ids in enumerate(seqs):
         by_length.setdefault(len(ids), []).append(k)
     for group in by_length.values():
-        batch = t._forced_batch(full, [0] * len(seqs), KEEP, tok, seqs, group)
+        batch = t._forced(full, [0] * len(group), KEEP, tok, [seqs[k] for k in group])
         for k, score in zip(group, batch, strict=True):
             scores[k] = score
     return scores

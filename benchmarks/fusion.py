@@ -45,6 +45,8 @@ from voicegate.voice.taught import Taught, fusion_evidence
 # The ridge on the weights: keeps Newton's method finite when a feature separates the
 # calibration split perfectly (it barely moves the fit otherwise: 1e-2 against ~500 takes).
 RIDGE = 1e-2
+# The recogniser's probabilities a hard user's clear match is tried at.
+ALONE_GRID = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
 Weights = tuple[float, float, float, float]
 Limits = tuple[float, float]
 Row = enrol.Row
@@ -57,14 +59,20 @@ def taught(row: Row, hard: bool) -> Taught:
 
 
 def table(
-    rows: list[Row], weights: Weights | None, hard: bool = False, limits: Limits | None = None
+    rows: list[Row],
+    weights: Weights | None,
+    hard: bool = False,
+    limits: Limits | None = None,
+    alone: float | None = None,
 ) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
     """Outcome counts per speaker with the user's templates fused by ``weights`` (None: the
-    recogniser alone, as for a user who taught nothing), and counts per deciding rule."""
+    recogniser alone, as for a user who taught nothing), and counts per deciding rule; ``hard``
+    for users who said their speech is hard for recognisers, with ``alone`` as the
+    recogniser's probability a clear match needs (None: the shipped one)."""
     counts: dict[str, Counter[str]] = {}
     rules: Counter[tuple[str, str]] = Counter()
     for row in rows:
-        t, v = row[0], fused(row, weights, hard, limits)
+        t, v = row[0], fused(row, weights, hard, limits, alone)
         o = enrol.outcome(t.digit, v.decision)
         counts.setdefault(t.speaker, Counter())[o] += 1
         rules[(v.rule, o)] += 1
@@ -72,14 +80,23 @@ def table(
 
 
 def fused(
-    row: Row, weights: Weights | None, hard: bool = False, limits: Limits | None = None
+    row: Row,
+    weights: Weights | None,
+    hard: bool = False,
+    limits: Limits | None = None,
+    alone: float | None = None,
 ) -> decision.Verdict:
     """The verdict of one take: the recogniser's alone (``weights`` None) or fused, with the
-    feature ``limits`` given (None: the shipped ones)."""
+    feature ``limits`` and ``alone`` given (None: the shipped ones)."""
     if weights is None:
         return row[3]
     shipped = calibration.of("tiny.en")
-    cal = replace(shipped, fusion=weights, fusion_limits=limits or shipped.fusion_limits)
+    cal = replace(
+        shipped,
+        fusion=weights,
+        fusion_limits=limits or shipped.fusion_limits,
+        alone=shipped.alone if alone is None else alone,
+    )
     said, hyps, v = row[1], row[2], row[3]
     return decision.fuse(v, hyps, said, taught(row, hard), Stage.CHOOSE, cal, enrol.CARDS)
 
@@ -138,7 +155,7 @@ def fit_weights(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> tuple[fl
 
 def run(args: argparse.Namespace) -> int:
     """Fit the templates' likelihood ratio on the calibration split; report every speaker."""
-    takes = enrol.load()
+    takes = enrol.load(frames=args.frames)
     rows = enrol.fused_rows(enrol.nearest_table(takes, args.takes), Path(args.cache))
     print(f"{len(rows)} decided takes heard by the recogniser", file=sys.stderr)
     x, y = evidence(rows, args.fit_set == "taught")
@@ -165,6 +182,20 @@ def run(args: argparse.Namespace) -> int:
         enrol.print_table(title, counts)
         print("rules:", dict(sorted(rules.items())))
         report[title] = {k: dict(v) for k, v in counts.items()}
+    print("\n\"hard for recognisers\": a clear match decides alone where the recogniser gives "
+          "its meaning at least `alone` (fitted weights)")  # fmt: skip
+    print("| alone | calibration right | wrong | released | report right | wrong | released |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for alone in ALONE_GRID:
+        counts, _ = table(rows, weights, hard=True, limits=limits, alone=alone)
+        cal = sum((counts[k] for k in counts if k in enrol.CALIBRATION), Counter())
+        rep = sum((counts[k] for k in counts if k not in enrol.CALIBRATION), Counter())
+        print(f"| {alone} | {cal['right']} | {cal['wrong']} | {cal['released']} | "
+              f"{rep['right']} | {rep['wrong']} | {rep['released']} |")  # fmt: skip
+    counts, rules = table(rows, weights, hard=True, limits=limits)
+    enrol.print_table(f"hard for recognisers, shipped alone {shipped.alone}", counts)
+    print("rules:", dict(sorted(rules.items())))
+    report["hard"] = {k: dict(v) for k, v in counts.items()}
     changed = changes(rows, weights, limits)
     print("changed by the templates (alone -> fused, rule):", dict(sorted(changed.items())))
     report["changed"] = {" ".join(k): n for k, n in sorted(changed.items())}

@@ -1,6 +1,7 @@
 """Templates alone, with the user's other speech taught as "not an answer" (no recogniser).
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/rejection.py --other 0,6,7
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/rejection.py --other 0,6,7 \
+        --frames bench-out/frames-tiny.en.npz
 
 Per FSDD speaker: takes 0-2 of "one".."five" are the answers' templates and takes 0-2 of the
 ``--other`` digits are templates of "not an answer". Every other take is decided by the template
@@ -31,9 +32,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--other", default="0,6,7", help="digits taught as not an answer")
     parser.add_argument("--takes", type=int, default=3)
+    parser.add_argument("--frames", help="encoder frames (enrol.py frames); else MFCC")
     args = parser.parse_args()
     other = {int(d) for d in args.other.split(",")}
-    takes = enrol.load()
+    takes = enrol.load(frames=args.frames)
     print("| margin | reach | speaker | right of 235 | wrong cards | taught words released | "
           "new words released |")  # fmt: skip
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")

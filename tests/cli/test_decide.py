@@ -11,8 +11,9 @@ import pytest
 from tests.conftest import FIXTURES, require
 from voicegate.cli import main
 from voicegate.store import open_store
-from voicegate.voice import audio, calibration, models, templates
+from voicegate.voice import audio, calibration, models
 from voicegate.voice.enrolment import stored
+from voicegate.voice.whisper import FasterWhisperTranscriber
 
 
 @pytest.mark.parametrize("cards", ["0", "6", "-1", "two"])
@@ -100,13 +101,14 @@ def test_deciding_as_a_user_prints_the_fused_rule_and_probability(
 
 async def teach(url: str, fsdd: Path) -> None:
     """Theo's takes 1-3 of "one".."five", taught as cards one to five, in the store at ``url``."""
+    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu")
     store = await open_store(url, create=True)
     try:
         for digit in range(1, 6):
             for take in range(1, 4):
                 clip = audio.decode((fsdd / f"{digit}_theo_{take}.wav").read_bytes())
-                row = stored("theo", f"choose:{digit}", "", templates.features(clip.samples),
-                             now=float(take), device="d1")  # fmt: skip
+                row = stored("theo", f"choose:{digit}", "", recogniser.frames(clip.samples),
+                             kind="tiny.en", now=float(take), device="d1")  # fmt: skip
                 await store.templates.add(row)
     finally:
         await store.close()

@@ -20,7 +20,8 @@ from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import DeviceKind, Risk
 from voicegate.reasons import Reason
 from voicegate.services import Services
-from voicegate.voice.enrolment import StoreEnrolments
+from voicegate.voice import templates
+from voicegate.voice.enrolment import StoreEnrolments, stored
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import FakeTranscriber, Hearing
@@ -71,7 +72,7 @@ def voice(services: Services, clock: ManualClock) -> None:
     services.voice = VoicePipeline(
         FakeTranscriber(unreadable(4)),
         ReplayGuard(services.store.fingerprints, clock=clock),
-        enrolments=StoreEnrolments(services.store.templates),
+        enrolments=StoreEnrolments(services.store.templates, "fake"),
     )
 
 
@@ -117,7 +118,19 @@ async def test_the_store_keeps_features_never_the_recording(
     audio = take(200.0, 0)
     await teach(device, "confirm", audio)
     (row,) = await services.store.templates.list("asha")
-    assert row.data.startswith(b"VGT1") and audio[44:1044] not in row.data
+    features = templates.decode(row.data, "fake")
+    assert features.shape[1] == templates.COEFFS and audio[44:1044] not in row.data
+
+
+async def test_a_take_taught_under_another_model_is_listed_as_not_counting(
+    device: SigningDevice, services: Services
+) -> None:
+    assert (await teach(device, "confirm", take(200.0, 0))).json()["current"] is True
+    features = np.ones((8, templates.COEFFS), dtype=np.float32)
+    old = stored("asha", "cancel", "", features, kind="base", now=1.0, device="d")
+    await services.store.templates.add(old)
+    listed = (await device.get("/device/enrol")).json()["templates"]
+    assert {(t["meaning"], t["current"]) for t in listed} == {("confirm", True), ("cancel", False)}
 
 
 async def test_a_replay_of_an_enrolment_take_is_refused_as_an_answer(

@@ -210,7 +210,7 @@ def unsure(store: Any) -> Any:
         calibrated=Calibration(
             card=0.9, yes=0.9, support=1, source="test", fusion=(0.0, 1.0, 3.0, 0.0)
         ),
-        enrolments=StoreEnrolments(store.templates),
+        enrolments=StoreEnrolments(store.templates, "fake"),
     )
 
 

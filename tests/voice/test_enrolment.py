@@ -40,15 +40,15 @@ def test_anything_else_is_no_meaning_one_can_teach(text: str) -> None:
 @pytest.mark.parametrize("label", ["x" * 41, "line\nbreak"])
 def test_a_label_that_is_too_long_or_unprintable_is_refused(label: str) -> None:
     with pytest.raises(ValueError):
-        enrolment.stored("asha", "confirm", label, feats(0), now=1.0, device="d1")
+        enrolment.stored("asha", "confirm", label, feats(0), kind="m", now=1.0, device="d1")
 
 
 async def test_the_enrolment_follows_the_store_and_its_flag() -> None:
     store = await open_store("memory")
-    source = enrolment.StoreEnrolments(store.templates)
+    source = enrolment.StoreEnrolments(store.templates, "m")
     assert await source.enrolment("asha") is None
     rows = [
-        enrolment.stored("asha", m, "", feats(s, p), now=float(s), device="d1")
+        enrolment.stored("asha", m, "", feats(s, p), kind="m", now=float(s), device="d1")
         for m, p in (("choose:1", 200.0), ("choose:2", 520.0))
         for s in range(3)
     ]
@@ -64,3 +64,15 @@ async def test_the_enrolment_follows_the_store_and_its_flag() -> None:
     assert fewer is not None and len(fewer.templates) == 5 and fewer.radii is not first.radii
     await store.templates.delete("asha")
     assert await source.enrolment("asha") is None
+
+
+async def test_templates_of_another_model_are_skipped_never_matched() -> None:
+    """After a change of model the user's old templates count for nothing; they stay listed."""
+    store = await open_store("memory")
+    for s in range(3):
+        row = enrolment.stored("asha", "confirm", "", feats(s), kind="base", now=s, device="d1")
+        await store.templates.add(row)
+    assert await enrolment.StoreEnrolments(store.templates, "base").enrolment("asha") is not None
+    other = await enrolment.StoreEnrolments(store.templates, "tiny.en").enrolment("asha")
+    assert other is not None and other.templates == () and other.radii == {}
+    assert len(await store.templates.list("asha")) == 3

@@ -10,7 +10,7 @@ from tests.conftest import require
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.store import open_store
-from voicegate.voice import audio, models, templates
+from voicegate.voice import audio, models
 from voicegate.voice.enrolment import StoreEnrolments, stored
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.whisper import FasterWhisperTranscriber
@@ -36,15 +36,16 @@ async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> No
     still released, and a take heard as something else ("Bye.") stays refused."""
     require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
     store = await open_store("memory")
+    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
     for digit in range(1, 6):
         for take in range(3):
             clip = audio.decode((fsdd / f"{digit}_theo_{take}.wav").read_bytes())
-            row = stored("theo", f"choose:{digit}", "", templates.features(clip.samples),
-                         now=float(take), device="d1")  # fmt: skip
+            row = stored("theo", f"choose:{digit}", "", recogniser.frames(clip.samples),
+                         kind="tiny.en", now=float(take), device="d1")  # fmt: skip
             await store.templates.add(row)
-    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
     alone = VoicePipeline(recogniser, None)
-    taught = VoicePipeline(recogniser, None, enrolments=StoreEnrolments(store.templates))
+    enrolments = StoreEnrolments(store.templates, "tiny.en")
+    taught = VoicePipeline(recogniser, None, enrolments=enrolments)
     need = recogniser.calibration.card
     lifted = []
     for take in FIVES:

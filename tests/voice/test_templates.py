@@ -60,7 +60,7 @@ def test_distance_equals_the_textbook_recursion() -> None:
 
 def test_a_take_is_at_distance_zero_from_itself() -> None:
     f = templates.features(word(200.0, 1))
-    assert templates.distance(f, f) == 0.0
+    assert templates.distance(f, f) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_a_slower_take_of_the_same_word_lies_nearer_than_another_word() -> None:
@@ -125,25 +125,59 @@ def test_two_nearly_equal_meanings_are_ambiguous() -> None:
 
 def test_stored_features_come_back_to_within_float16() -> None:
     f = templates.features(word(200.0, 1))
-    back = templates.decode(templates.encode(f))
+    back = templates.decode(templates.encode(f, "tiny.en"), "tiny.en")
     np.testing.assert_allclose(back, f, atol=1e-2, rtol=1e-3)
+
+
+def test_features_of_another_model_are_refused() -> None:
+    """A template is compared only with frames of the model that made it."""
+    data = templates.encode(templates.features(word(200.0, 1)), "tiny.en")
+    with pytest.raises(ValueError, match="another model"):
+        templates.decode(data, "base")
+    assert templates.made_by(data) == "tiny.en"
+    assert templates.made_by(b"VGT1" + data[4:]) is None and templates.made_by(b"VG") is None
+
+
+def _header(magic: bytes, tag: bytes, frames: int, coeffs: int) -> bytes:
+    return magic + bytes([len(tag)]) + frames.to_bytes(2, "little") + coeffs.to_bytes(2, "little")
 
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"VGT1", b"XXXX\x01\x00\x0d\x00" + bytes(26), b"VGT1\x02\x00\x0d\x00" + bytes(26)],
-    ids=["empty", "header only", "wrong magic", "short body"],
+    [
+        b"",
+        b"VGT2",
+        _header(b"XXXX", b"m", 1, 13) + b"m" + bytes(26),
+        _header(b"VGT2", b"m", 2, 13) + b"m" + bytes(26),
+        _header(b"VGT2", b"m", 0, 13) + b"m",
+        # The untagged MFCC form of earlier releases: features of another version.
+        b"VGT1\x01\x00\x0d\x00" + bytes(26),
+    ],
+    ids=["empty", "header only", "wrong magic", "short body", "no frames", "earlier version"],
 )
 def test_damaged_stored_features_are_refused(data: bytes) -> None:
     with pytest.raises(ValueError):
-        templates.decode(data)
+        templates.decode(data, "m")
 
 
 def test_stored_features_that_are_not_finite_are_refused() -> None:
     f = templates.features(word(200.0, 1))
     f[0, 0] = np.inf
     with pytest.raises(ValueError):
-        templates.decode(templates.encode(f))
+        templates.decode(templates.encode(f, "m"), "m")
+
+
+def test_encoder_frames_cover_the_speech_after_the_lead_in() -> None:
+    """Frames of 20 ms from the first loud 10 ms hop to the end of the last one's window."""
+    quiet = np.zeros(8_000, dtype=np.float32)
+    clip = np.concatenate([quiet, word(200.0, 1, 0.5), quiet])
+    encoded = np.arange(1500, dtype=np.float32)[:, None] * np.ones((1, 4), dtype=np.float32)
+    start, end = templates.speech(clip) or (0, 0)
+    assert 7_000 < start < 9_000 and 15_000 < end < 17_000
+    frames = templates.encoder_frames(encoded, clip, 1_600)
+    assert frames[0, 0] == (1_600 + start) // 320
+    assert frames[-1, 0] == -(-(1_600 + end) // 320) - 1
+    assert templates.encoder_frames(encoded, np.zeros(16_000, np.float32), 0).shape == (0, 4)
 
 
 @pytest.mark.corpus

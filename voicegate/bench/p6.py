@@ -1,10 +1,11 @@
 """P6 personal answers: the time 30 enrolled templates add to one voice decision.
 
 One user on a real SQLite store has taught 30 templates: takes 0-5 of "one".."five" by FSDD's
-jackson. Each check is the pipeline's ``templates`` step (``VoicePipeline._taught``): read the
-user's templates and flag from the store, then the answer's MFCCs and DTW against every
-template. The first check also computes the radii (``cold_ms``); the median of the following
-ones, over other takes of jackson, is the figure.
+jackson, as tiny.en's encoder frames. Each check is the pipeline's ``templates`` step
+(``VoicePipeline._taught``): read the user's templates and flag from the store, then DTW of the
+answer's frames (which come with its hearing, from the decision's own encoder pass) against
+every template. The first check also computes the radii (``cold_ms``); the median of the
+following ones, over other takes of jackson, is the figure.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from voicegate.store import open_store
 from voicegate.voice import audio, templates
 from voicegate.voice.enrolment import StoreEnrolments, stored
 
+MODEL = "tiny.en"
 TEMPLATES = 30
 CARDS = 5
 
@@ -33,9 +35,14 @@ def run(options: Options) -> dict[str, Any]:
 
 
 async def _run(checks: int) -> dict[str, Any]:
+    from voicegate.voice.whisper import FasterWhisperTranscriber
+
     per = TEMPLATES // CARDS
+    recogniser = FasterWhisperTranscriber(MODEL)
     samples = {
-        (d, k): audio.decode((CORPUS / f"{d}_jackson_{k}.wav").read_bytes()).samples
+        (d, k): recogniser.frames(
+            audio.decode((CORPUS / f"{d}_jackson_{k}.wav").read_bytes()).samples
+        )
         for d in range(1, CARDS + 1)
         for k in range(per + checks // CARDS + 1)
     }
@@ -46,9 +53,9 @@ async def _run(checks: int) -> dict[str, Any]:
         try:
             for (d, k), s in samples.items():
                 if k < per:
-                    row = stored("u", f"choose:{d}", "", templates.features(s), now=k, device="b")
+                    row = stored("u", f"choose:{d}", "", s, kind=MODEL, now=k, device="b")
                     await store.templates.add(row)
-            source = StoreEnrolments(store.templates)
+            source = StoreEnrolments(store.templates, MODEL)
             times = []
             for query in [queries[0], *queries]:
                 start = time.perf_counter()
@@ -57,7 +64,7 @@ async def _run(checks: int) -> dict[str, Any]:
                     return {"error": "the templates did not reach the store"}
                 await asyncio.to_thread(
                     templates.match,
-                    templates.features(query),
+                    query,
                     enrolment.templates,
                     dict(enrolment.radii),
                 )

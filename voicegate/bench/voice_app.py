@@ -63,6 +63,10 @@ class CountingTranscriber:
         self.batches.append(len(utterances))
         return self.inner.transcribe_many(utterances)
 
+    def frames(self, samples: Any) -> Any:
+        """The inner recogniser's features for templates."""
+        return self.inner.frames(samples)
+
 
 class RecordingPipeline(VoicePipeline):
     """The voice pipeline, keeping every result so its step timings can be read afterwards."""

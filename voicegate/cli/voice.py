@@ -120,18 +120,17 @@ def run_decide(args: argparse.Namespace) -> int:
         print(f"voicegate decide: cannot read {args.audio}: {exc.strerror}", file=sys.stderr)
         return 2
     taught = None
+    model = args.model or default_model(langs)
     if args.user is not None:
         try:
-            taught = _Taught(args.user, asyncio.run(_enrolment(args.db, args.user)))
+            taught = _Taught(args.user, asyncio.run(_enrolment(args.db, args.user, model)))
         except (ConfigError, StoreUnavailable) as exc:
             print(printable(f"voicegate decide: {exc}"), file=sys.stderr)
             return 2
         if taught.held is None:
             print(printable(f"voicegate decide: {args.user} taught no answers"), file=sys.stderr)
     try:
-        transcriber = FasterWhisperTranscriber(
-            args.model or default_model(langs), device=args.device
-        )
+        transcriber = FasterWhisperTranscriber(model, device=args.device)
     except ModelError as exc:
         print(f"voicegate decide: {exc}", file=sys.stderr)
         return 2
@@ -159,15 +158,16 @@ def run_decide(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _enrolment(url: str, user: str) -> templates.Enrolment | None:
-    """``user``'s enrolment in the store at ``url``, read once; the store is closed again
-    before the model loads. Only an existing store: deciding never creates one."""
+async def _enrolment(url: str, user: str, model: str) -> templates.Enrolment | None:
+    """``user``'s enrolment in the store at ``url`` (their templates of ``model``), read once;
+    the store is closed again before the model loads. Only an existing store: deciding never
+    creates one."""
     from voicegate.store import open_store
     from voicegate.voice.enrolment import StoreEnrolments
 
     store = await open_store(url, create=False)
     try:
-        return await StoreEnrolments(store.templates).enrolment(user)
+        return await StoreEnrolments(store.templates, model).enrolment(user)
     finally:
         await store.close()
 

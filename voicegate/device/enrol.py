@@ -11,7 +11,8 @@ ride in the signed query). A take is decoded and checked like a voice answer, go
 replay guard (so a replay of it, later, is refused as ``audio_reused``, and a replay of an
 earlier answer cannot be taught), and is kept as features only (``voicegate.voice.templates``).
 A new take that merely sounds like a template is no replay: the guard compares waveforms
-sample for sample, the templates compare MFCC sequences by DTW, and their thresholds are apart.
+sample for sample, the templates compare encoder-frame sequences by DTW, and their thresholds are
+apart.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from voicegate.errors import DeviceRefused, Refused
 from voicegate.gate.types import Device, DeviceKind, StoredTemplate
 from voicegate.reasons import Reason
 from voicegate.services import Services
+from voicegate.voice import templates
 
 __all__ = ["enrol_router"]
 
@@ -45,22 +47,26 @@ _TAKE: dict[str, Any] = {
 
 
 class TemplateOut(BaseModel):
-    """One taught take: what it means, what the user calls it, when, from which device."""
+    """One taught take: what it means, what the user calls it, when, from which device, and
+    whether it counts: made by the recogniser the server hears with now (a take taught under
+    another model is never matched until taught again)."""
 
     id: str
     meaning: str
     label: str
     created_at: float
     device_id: str
+    current: bool
 
     @classmethod
-    def of(cls, t: StoredTemplate) -> TemplateOut:
+    def of(cls, t: StoredTemplate, model: str | None = None) -> TemplateOut:
         return cls(
             id=t.id,
             meaning=t.meaning,
             label=t.label,
             created_at=t.created_at,
             device_id=t.device_id,
+            current=model is not None and templates.made_by(t.data) == model,
         )
 
 
@@ -108,8 +114,9 @@ def enrol_router(services: Services) -> APIRouter:
 
         store = services.store.templates
         rows = await store.list(user)
+        model = services.voice.transcriber.model if services.voice is not None else None
         return EnrolmentOut(
-            templates=[TemplateOut.of(t) for t in rows],
+            templates=[TemplateOut.of(t, model) for t in rows],
             hard=await store.hard(user),
             meanings=list(MEANINGS),
         )
@@ -120,7 +127,7 @@ def enrol_router(services: Services) -> APIRouter:
     ) -> TemplateOut:
         """Teach one take of an answer; the server keeps its features, never the audio."""
         # The audio stack loads only where voice is used, as for the answer route.
-        from voicegate.voice import audio, enrolment, templates
+        from voicegate.voice import audio, enrolment
 
         if device.kind is not DeviceKind.VOICE:
             raise DeviceRefused(Reason.DEVICE_CANNOT_SPEAK)
@@ -139,12 +146,18 @@ def enrol_router(services: Services) -> APIRouter:
             raise Refused(Reason.TEMPLATE_LIMIT)
         body = await request.body()
         clip = await asyncio.to_thread(audio.decode, body, request.headers.get("content-type"))
-        features = await asyncio.to_thread(templates.features, clip.samples)
-        if len(features) < templates.MIN_FRAMES:
+        features = await pipeline.features(clip)
+        if not len(features):
             raise Refused(Reason.TOO_SHORT, "no speech to learn from")
         try:
             row = enrolment.stored(
-                device.user, meaning, label, features, now=clock(), device=device.id
+                device.user,
+                meaning,
+                label,
+                features,
+                kind=pipeline.transcriber.model,
+                now=clock(),
+                device=device.id,
             )
         except ValueError as exc:
             raise Refused(Reason.BAD_REQUEST, str(exc)) from exc
@@ -152,7 +165,7 @@ def enrol_router(services: Services) -> APIRouter:
             # Raises AUDIO_REUSED for a replay; otherwise this take joins the user's history.
             await pipeline.guard.check_and_remember(device.user, clip)
         await services.store.templates.add(row)
-        return TemplateOut.of(row)
+        return TemplateOut.of(row, pipeline.transcriber.model)
 
     @router.get("", response_model=EnrolmentOut, openapi_extra=SIGNED)
     async def list_templates(device: Device = signed) -> EnrolmentOut:

@@ -3,8 +3,10 @@
 ``StoreEnrolments`` reads a user's templates from the store on every answer (one indexed query,
 so a template taught or deleted through any replica counts at once) and keeps the radii of the
 last set it saw per user: they cost a DTW per pair of templates, about 0.2 s for 30 of them, and
-change only when the templates do. ``stored`` turns one decoded enrolment take into the row the
-store keeps: features, never audio.
+change only when the templates do. ``stored`` turns the features of one enrolment take into the
+row the store keeps: features, never audio, tagged with the model that made them; a template of
+another model (or of the MFCC features of earlier releases) is skipped, never matched, so after
+a change of model the user teaches their answers again.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ def meaning_of(text: str) -> Decision:
 
 
 def stored(
-    user: str, meaning: str, label: str, features: templates.Matrix, *, now: float, device: str
+    user: str,
+    meaning: str,
+    label: str,
+    features: templates.Matrix,
+    *,
+    kind: str,
+    now: float,
+    device: str,
 ) -> StoredTemplate:
     """The store's row for one take; ``ValueError`` for an unknown meaning or a bad label."""
     meaning_of(meaning)
@@ -48,16 +57,18 @@ def stored(
         meaning=meaning,
         label=label,
         created_at=now,
-        data=templates.encode(features),
+        data=templates.encode(features, kind),
         device_id=device,
     )
 
 
 class StoreEnrolments:
-    """``voicegate.voice.pipeline.Enrolments`` over a ``TemplateStore``."""
+    """``voicegate.voice.pipeline.Enrolments`` over a ``TemplateStore``, for the features of
+    ``kind`` (the model whose frames an answer is compared with)."""
 
-    def __init__(self, store: TemplateStore) -> None:
+    def __init__(self, store: TemplateStore, kind: str) -> None:
         self.store = store
+        self.kind = kind
         self._last: dict[str, tuple[tuple[str, ...], templates.Enrolment]] = {}
 
     async def enrolment(self, user: str) -> templates.Enrolment | None:
@@ -75,10 +86,12 @@ class StoreEnrolments:
         for row in rows:
             try:
                 taught.append(
-                    templates.Template(meaning_of(row.meaning), templates.decode(row.data))
+                    templates.Template(
+                        meaning_of(row.meaning), templates.decode(row.data, self.kind)
+                    )
                 )
             except ValueError:
-                continue  # features of another version: skipped, never matched
+                continue  # features of another model or version: skipped, never matched
         enrolment = await asyncio.to_thread(templates.enrol, taught, hard)
         self._last[user] = (key, enrolment)
         return enrolment

@@ -180,7 +180,7 @@ class VoicePipeline:
             scored = hypotheses(readings, hearing, cards, stage, card_words)
             verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
             timings["grammar"] = _ms(self._clock() - t3)
-            taught = await self._taught(user, clip, timings)
+            taught = await self._taught(user, hearing, timings)
             verdict = decision.fuse(
                 verdict, scored, transcript, taught, stage, self.calibration, cards
             )
@@ -199,19 +199,25 @@ class VoicePipeline:
             fused=verdict.fused,
         )
 
-    async def _taught(self, user: str, clip: Clip, timings: dict[str, float]) -> Taught | None:
+    async def features(self, clip: Clip) -> templates.Matrix:
+        """The features of one enrolment take: the recogniser's own (``Transcriber.frames``),
+        empty when the clip holds no speech to learn from."""
+        return await asyncio.to_thread(self.transcriber.frames, clip.samples)
+
+    async def _taught(
+        self, user: str, hearing: Hearing, timings: dict[str, float]
+    ) -> Taught | None:
         """What the user's templates say about this answer; None when they taught nothing."""
-        if self.enrolments is None:
+        if self.enrolments is None or hearing.frames is None:
             return None
         started = self._clock()
         enrolment = await self.enrolments.enrolment(user)
         if enrolment is None or not enrolment.templates:
             return None
+        frames = hearing.frames
         # DTW against every template: a few milliseconds each, so off the event loop.
         match = await asyncio.to_thread(
-            lambda: templates.match(
-                templates.features(clip.samples), enrolment.templates, dict(enrolment.radii)
-            )
+            lambda: templates.match(frames, enrolment.templates, dict(enrolment.radii))
         )
         timings["templates"] = _ms(self._clock() - started)
         return Taught(
@@ -297,7 +303,7 @@ def default_pipeline(
 
     langs = tuple(languages)
     transcriber = FasterWhisperTranscriber(model or default_model(langs), device=device)
-    taught = StoreEnrolments(templates) if templates is not None else None
+    taught = StoreEnrolments(templates, transcriber.model) if templates is not None else None
     return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs, enrolments=taught)
 
 

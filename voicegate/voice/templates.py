@@ -1,8 +1,12 @@
 """Personal answers: a user's own takes of each answer, and matching a new answer against them.
 
-Pure maths on arrays. A template is the MFCC sequence of one enrolment take (never the audio);
-a new answer is compared with every template of its user by dynamic time warping (DTW), so a
-slow or drawn-out "one" still lines up with a quick one. The match rule, per user:
+Pure maths on arrays. A template is the feature sequence of one enrolment take (never the
+audio): the recogniser's own encoder frames over the take's speech (``encoder_frames``; Whisper's
+encoder gives a 384- or 512-wide frame every 20 ms), tagged with the model that made them, so
+a template of one model is never compared with frames of another. A recogniser with no encoder
+(the scripted fake of the unit tests) gives MFCCs instead (``features``). A new answer is
+compared with every template of its user by dynamic time warping (DTW), so a slow or drawn-out
+"one" still lines up with a quick one. The match rule, per user:
 
 1. **Nearest meaning.** Each meaning's distance is that of its nearest template. The nearest
    meaning wins only if it beats every other meaning of the user by ``MARGIN``.
@@ -15,8 +19,9 @@ slow or drawn-out "one" still lines up with a quick one. The match rule, per use
 Anything else is no match, and a missing match never refuses an answer by itself: the
 recogniser still decides (``voicegate.voice.decision``).
 
-The constants were measured by ``benchmarks/enrol.py`` on the FSDD calibration speakers
-(jackson, theo) and reported on the others (nicolas, yweweler); see docs/voice.md, "Enrolment".
+The constants were measured by ``benchmarks/enrol.py`` on tiny.en's encoder frames of the FSDD
+calibration speakers (jackson, nicolas) and reported on the others (theo, yweweler); see
+docs/voice.md, "Enrolment".
 """
 
 from __future__ import annotations
@@ -43,15 +48,22 @@ LOW_HZ = 60.0
 HIGH_HZ = 4000.0
 TRIM_DB = 30.0  # frames this far below the loudest are edge silence
 MIN_FRAMES = 5  # 50 ms: less than this is no speech to match
-# Rule constants, chosen by ``benchmarks/enrol.py templates --sweep`` on the calibration split
-# (jackson, theo): the most right answers there with no wrong card and no negative released.
-# REACH binds (0.7: 223 right of 470; 0.8 releases negatives); any SLACK from 1.5 up and any
-# MARGIN from 1.0 to 1.2 give the same there; 1.1 asks a tenth more than "nearest".
+# Rule constants, chosen by ``benchmarks/enrol.py templates --frames ... --sweep`` on the
+# calibration split (jackson, nicolas; tiny.en's encoder frames, 2026-12-03): the most right
+# answers there with no wrong card and no negative released, one grid step inside the widest
+# reach that releases nothing. REACH binds: 0.8 releases nothing there (380 right of 470) but
+# 1.0 releases 36 (and the report split releases 4 at 0.8), so 0.7 (325 right, 0 released on
+# either split); SLACK 1.5 and 2.0 and MARGIN 1.0 to 1.2 give the same there; 1.1 asks a tenth
+# more than "nearest".
 MARGIN = 1.1
 SLACK = 1.5
 REACH = 0.7
-MAGIC = b"VGT1"
-_HEADER = struct.Struct("<4sHH")  # magic, frames, coefficients; then float16 values
+# Whisper's encoder frame: two 10 ms mel hops (voicegate.voice.transcribe).
+ENCODER_HOP = 2 * HOP
+# The stored form: magic, the length of the tag naming the features (the model), frames and
+# coefficients; then the tag and the float16 values. VGT1 (MFCC, untagged) is no longer read.
+MAGIC = b"VGT2"
+_HEADER = struct.Struct("<4sBHH")
 
 Matrix = npt.NDArray[np.float32]
 
@@ -110,29 +122,60 @@ def enrol(templates: Sequence[Template], hard: bool = False) -> Enrolment:
     return Enrolment(tuple(templates), radii(templates), hard)
 
 
-def features(samples: npt.NDArray[np.float32]) -> Matrix:
-    """The MFCC sequence (frames × ``COEFFS``) of 16 kHz mono samples, edge silence trimmed.
-
-    Each coefficient has its mean over the take removed, so the microphone's colouring cancels.
-    Fewer than ``MIN_FRAMES`` frames of speech give an empty sequence.
-    """
+def speech(samples: npt.NDArray[np.float32]) -> tuple[int, int] | None:
+    """The clip's speech in samples, [start, end): from the first to the last 25 ms frame
+    (10 ms hop) within ``TRIM_DB`` of the loudest, the edge silence left out. None when that is
+    under ``MIN_FRAMES`` frames: no speech to match."""
     x = np.asarray(samples, dtype=np.float64)
     if len(x) < FRAME:
-        return np.zeros((0, COEFFS), dtype=np.float32)
-    x = np.append(x[0], x[1:] - 0.97 * x[:-1])  # pre-emphasis, the usual 0.97
-    count = 1 + (len(x) - FRAME) // HOP
-    index = np.arange(FRAME)[None, :] + HOP * np.arange(count)[:, None]
-    frames = x[index] * np.hamming(FRAME)
-    power = np.abs(np.fft.rfft(frames, NFFT)) ** 2 / NFFT
-    energy = 10 * np.log10(power.sum(axis=1) + 1e-12)
+        return None
+    power = _power(x).sum(axis=1)
+    energy = 10 * np.log10(power + 1e-12)
     loud = np.flatnonzero(energy > energy.max() - TRIM_DB)
-    power = power[loud[0] : loud[-1] + 1]
-    if len(power) < MIN_FRAMES:
+    if not power.max() > 0.0 or loud[-1] - loud[0] + 1 < MIN_FRAMES:  # digital silence: none
+        return None
+    return int(loud[0]) * HOP, int(loud[-1]) * HOP + FRAME
+
+
+def encoder_frames(
+    encoded: npt.NDArray[np.float32], samples: npt.NDArray[np.float32], lead: int
+) -> Matrix:
+    """The encoder frames over the speech of ``samples``, heard after ``lead`` samples of quiet:
+    a template's features, or an answer's. Empty when the clip holds no speech to match."""
+    span = speech(samples)
+    if span is None:
+        return np.zeros((0, encoded.shape[-1]), dtype=np.float32)
+    first = (lead + span[0]) // ENCODER_HOP
+    last = -(-(lead + span[1]) // ENCODER_HOP)
+    return np.asarray(encoded[first:last], dtype=np.float32)
+
+
+def features(samples: npt.NDArray[np.float32]) -> Matrix:
+    """The MFCC sequence (frames × ``COEFFS``) of 16 kHz mono samples, edge silence trimmed:
+    the features of a recogniser with no encoder (the scripted fake), and the comparison of
+    ``benchmarks/enrol_features.py``.
+
+    Each coefficient has its mean over the take removed, so the microphone's colouring cancels.
+    A clip with no speech to match (``speech``) gives an empty sequence.
+    """
+    span = speech(samples)
+    if span is None:
         return np.zeros((0, COEFFS), dtype=np.float32)
+    x = np.asarray(samples, dtype=np.float64)
+    power = _power(x)[span[0] // HOP : (span[1] - FRAME) // HOP + 1]
     logmel = np.log(power @ _FILTERS.T + 1e-10)
     cepstra = logmel @ _DCT.T
     cepstra -= cepstra.mean(axis=0)
     return cepstra.astype(np.float32)
+
+
+def _power(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The power spectrum of each 25 ms frame (10 ms hop), after pre-emphasis (the usual 0.97)."""
+    x = np.append(x[0], x[1:] - 0.97 * x[:-1])
+    count = 1 + (len(x) - FRAME) // HOP
+    index = np.arange(FRAME)[None, :] + HOP * np.arange(count)[:, None]
+    out: npt.NDArray[np.float64] = np.abs(np.fft.rfft(x[index] * np.hamming(FRAME), NFFT)) ** 2
+    return out / NFFT
 
 
 def distance(a: Matrix, b: Matrix) -> float:
@@ -140,7 +183,11 @@ def distance(a: Matrix, b: Matrix) -> float:
     the lengths of both (steps right, down and diagonal, each weighted 1)."""
     if len(a) == 0 or len(b) == 0:
         return float("inf")
-    cost = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2, dtype=np.float64))
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    # |x - y|^2 = |x|^2 + |y|^2 - 2 x.y: one matrix product, not a frames × frames × width array
+    # (encoder frames are 384 or 512 wide).
+    squared = (x * x).sum(axis=1)[:, None] + (y * y).sum(axis=1)[None, :] - 2.0 * (x @ y.T)
+    cost = np.sqrt(np.maximum(squared, 0.0))
     # Row by row: D[i, j] = c[i, j] + min(D[i-1, j-1], D[i-1, j], D[i, j-1]). Within a row the
     # left dependency x_j = min(m_j, x_{j-1}) + c_j unrolls to S_j + min_{k<=j}(m_k - S_{k-1}),
     # S the running sum of c: one accumulate per row instead of a loop over columns.
@@ -185,7 +232,7 @@ def match(
     """The meaning of one answer by the user's templates (module docstring, rules 1 and 2)."""
     if not templates:
         return Match(None, None, float("inf"), float("inf"), 0.0, "no_templates")
-    if len(query) < MIN_FRAMES:
+    if len(query) == 0:
         return Match(None, None, float("inf"), float("inf"), 0.0, "too_short")
     nearest: dict[Decision, float] = {}
     for t in templates:
@@ -214,20 +261,40 @@ def judge(
     return Match(best, best, d1, d2, radius, "matched", best, distances)
 
 
-def encode(matrix: Matrix) -> bytes:
-    """The stored form of one template's features (float16: about 2.6 kB per second)."""
+def encode(matrix: Matrix, kind: str) -> bytes:
+    """The stored form of one template's features, tagged with ``kind``, the model that made
+    them (float16: about 38 kB per second of tiny.en's encoder frames)."""
     frames, coeffs = matrix.shape
-    return _HEADER.pack(MAGIC, frames, coeffs) + matrix.astype("<f2").tobytes()
+    tag = kind.encode()
+    return _HEADER.pack(MAGIC, len(tag), frames, coeffs) + tag + matrix.astype("<f2").tobytes()
 
 
-def decode(data: bytes) -> Matrix:
-    """Stored features back to a matrix; ``ValueError`` when they are not in this format."""
+def made_by(data: bytes) -> str | None:
+    """The model that made stored features (their tag); None when they are in no format this
+    version reads."""
+    if len(data) < _HEADER.size:
+        return None
+    magic, size, _, _ = _HEADER.unpack_from(data)
+    tag = data[_HEADER.size : _HEADER.size + size]
+    if magic != MAGIC or len(tag) != size:
+        return None
+    return tag.decode(errors="replace")
+
+
+def decode(data: bytes, kind: str) -> Matrix:
+    """Stored features back to a matrix; ``ValueError`` when they are not in this format or
+    were made by another model than ``kind``."""
     if len(data) < _HEADER.size:
         raise ValueError("template features too short")
-    magic, frames, coeffs = _HEADER.unpack_from(data)
-    body = data[_HEADER.size :]
-    if magic != MAGIC or coeffs != COEFFS or len(body) != 2 * frames * coeffs:
+    magic, size, frames, coeffs = _HEADER.unpack_from(data)
+    if magic != MAGIC:
         raise ValueError("not template features of this version")
+    tag = data[_HEADER.size : _HEADER.size + size]
+    body = data[_HEADER.size + size :]
+    if tag != kind.encode():
+        raise ValueError(f"template features of another model, not {kind}")
+    if frames == 0 or len(body) != 2 * frames * coeffs:
+        raise ValueError("template features of the wrong size")
     values = np.frombuffer(body, dtype="<f2").astype(np.float32)
     if not np.isfinite(values).all():
         raise ValueError("template features are not finite")

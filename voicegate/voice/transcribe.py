@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicegate.reasons import Reason
+from voicegate.voice import templates
 from voicegate.voice.decision import Calibration
 
 Samples = npt.NDArray[np.float32]
@@ -79,6 +80,9 @@ class Hearing:
     # Reason.NO_SPEECH when the no-speech and log-probability tests both say "hallucination";
     # Reason.LANGUAGE_UNAVAILABLE when no allowed language fits the model.
     refusal: Reason | None = None
+    # The clip's features for the user's templates (``Transcriber.frames``), from this same
+    # encoder pass; None where the recogniser gave none.
+    frames: npt.NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,8 @@ class Transcriber(Protocol):
     them, an English-only model answers ``refusal=LANGUAGE_UNAVAILABLE`` when "en" is not allowed.
     ``candidates`` are the allowed phrases; each comes back scored, in the same order.
     ``calibration`` holds the decision's thresholds for this model (``voice.calibration``).
+    ``frames`` gives the features a user's templates are made of, this model's own
+    (``voice.templates``); each hearing carries the same for its clip.
     """
 
     recogniser: str
@@ -129,6 +135,10 @@ class Transcriber(Protocol):
 
     def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
         """Transcribe several clips with one encoder call."""
+        ...
+
+    def frames(self, samples: Samples) -> npt.NDArray[np.float32]:
+        """The clip's features for templates: empty when it holds no speech to match."""
         ...
 
 
@@ -181,8 +191,13 @@ class FakeTranscriber:
             given = dict(hearing.scores)
             scores = tuple((c, given.get(c, float("-inf"))) for c in dict.fromkeys(u.candidates))
             free = hearing.hypotheses or (_spelt(hearing, u.candidates),)
-            out.append(dataclasses.replace(hearing, scores=scores, hypotheses=free))
+            frames = self.frames(u.samples)
+            out.append(dataclasses.replace(hearing, scores=scores, hypotheses=free, frames=frames))
         return out
+
+    def frames(self, samples: Samples) -> npt.NDArray[np.float32]:
+        """MFCCs: the fake has no encoder (``voice.templates.features``)."""
+        return templates.features(samples)
 
 
 def _spelt(hearing: Hearing, candidates: Sequence[str]) -> Heard:

@@ -15,6 +15,7 @@ or short, is the one the model was calibrated at (voice/windows.py).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ import numpy.typing as npt
 
 from voicegate.errors import ModelError
 from voicegate.reasons import Reason
-from voicegate.voice import calibration, models, windows
+from voicegate.voice import calibration, models, templates, windows
 from voicegate.voice.prompts import Prompt, spelled
 from voicegate.voice.transcribe import (
     HOP,
@@ -119,16 +120,8 @@ class FasterWhisperTranscriber:
         """Transcribe several clips with one encoder call, then decode and score per language."""
         if not utterances:
             return []
-        import ctranslate2
-
         t0 = self._clock()
-        mels = [self._mel(u.samples) for u in utterances]
-        width = windows.frames(self.window, max(mel.shape[1] for mel in mels))
-        feats = np.stack([windows.fit(mel, width) for mel in mels])
-        # On the host even with CUDA: the forced decodings slice it with numpy (3 MB a clip).
-        full = np.asarray(
-            self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
-        )
+        full = self._encode([u.samples for u in utterances])
         t1 = self._clock()
         priors = self._priors(full, [self._spoken(u) for u in utterances])
         spoken = [tuple(prior) for prior in priors]
@@ -144,9 +137,28 @@ class FasterWhisperTranscriber:
             "closed_vocabulary": (t3 - t2) * 1000 / n,
         }
         return [
-            self._hearing(u, spoken[i], priors[i], free[i], scores[i], timings)
+            dataclasses.replace(
+                self._hearing(u, spoken[i], priors[i], free[i], scores[i], timings),
+                frames=templates.encoder_frames(full[i], u.samples, lead_in(u.samples)),
+            )
             for i, u in enumerate(utterances)
         ]
+
+    def frames(self, samples: Samples) -> npt.NDArray[np.float32]:
+        """The encoder frames over the clip's speech, heard as an answer is: a template."""
+        return templates.encoder_frames(self._encode([samples])[0], samples, lead_in(samples))
+
+    def _encode(self, clips: Sequence[Samples]) -> npt.NDArray[np.float32]:
+        """One encoder call over the clips, each after its lead-in, in the calibrated window."""
+        import ctranslate2
+
+        mels = [self._mel(samples) for samples in clips]
+        width = windows.frames(self.window, max(mel.shape[1] for mel in mels))
+        feats = np.stack([windows.fit(mel, width) for mel in mels])
+        # On the host even with CUDA: the forced decodings slice it with numpy (3 MB a clip).
+        return np.asarray(
+            self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
+        )
 
     def _hearing(
         self,
@@ -325,52 +337,35 @@ class FasterWhisperTranscriber:
         still faster than one call per sequence length, with the same scores to the last digit
         (``benchmarks/forced.py``; docs/voice.md, "Measured").
         """
-        longest_first = sorted(range(len(seqs)), key=lambda k: -len(seqs[k]))
-        batch = self._forced_batch(full, rows, keep, tok, seqs, longest_first)
-        scores = [float("-inf")] * len(seqs)
-        for k, score in zip(longest_first, batch, strict=True):
-            scores[k] = score
-        return scores
-
-    def _forced_batch(
-        self,
-        full: Any,
-        rows: list[int],
-        keep: int,
-        tok: Prompt,
-        seqs: list[list[int]],
-        group: list[int],
-    ) -> list[float]:
         import ctranslate2
 
-        chosen = [seqs[k] for k in group]
+        group = sorted(range(len(seqs)), key=lambda k: -len(seqs[k]))  # longest first
         results = self._model.generate(
             ctranslate2.StorageView.from_array(
                 np.ascontiguousarray(full[[rows[k] for k in group], :keep])
             ),
-            [[*tok.tokens, *ids] for ids in chosen],
+            [[*tok.tokens, *seqs[k]] for k in group],
             beam_size=1,
             # CTranslate2 runs at most max_length // 2 steps for Whisper, forced ones included:
             # the tokens, end-of-text and one spare. A sequence that still got fewer steps than
             # it needs scores minus infinity below.
-            max_length=2 * (len(chosen[0]) + 2) + tok.extra_length,
+            max_length=2 * (len(seqs[group[0]]) + 2) + tok.extra_length,
             return_logits_vocab=True,
             # Scored as the model gives them: no token is suppressed or forced out.
             suppress_blank=False,
             suppress_tokens=[],
         )
-        scores = []
-        for ids, result in zip(chosen, results, strict=True):
+        scores = [float("-inf")] * len(seqs)
+        for k, result in zip(group, results, strict=True):
             steps = result.logits[0] if result.logits else []
-            if len(steps) <= len(ids):
-                scores.append(float("-inf"))
+            if len(steps) <= len(seqs[k]):
                 continue
             total = 0.0
-            for k, token in enumerate([*ids, tok.eot]):
-                logits = np.asarray(steps[k], dtype=np.float64).ravel()
+            for step, token in enumerate([*seqs[k], tok.eot]):
+                logits = np.asarray(steps[step], dtype=np.float64).ravel()
                 top = logits.max()
                 total += float(logits[token] - top - np.log(np.exp(logits - top).sum()))
-            scores.append(total)
+            scores[k] = total
         return scores
 
     def _new_tokens(self, seconds: float) -> int:

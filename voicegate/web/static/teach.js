@@ -155,8 +155,11 @@ function renderTaught() {
   $("taught").replaceChildren(...list.map((group) => {
     const name = answerName(group.meaning, group.label);
     const done = group.takes.length;
+    // Takes taught under another recogniser count for nothing until taught again.
+    const stale = group.takes.some((take) => take.current === false)
+      ? " (taught for another recogniser: delete and teach again)" : "";
     const item = el("li", { class: "taught-one", "data-key": `${group.meaning}\n${group.label}` },
-      el("span", {}, `${name}: ${done >= wanted() ? takeCount(done) : `${done} of ${wanted()} takes`}`));
+      el("span", {}, `${name}: ${done >= wanted() ? takeCount(done) : `${done} of ${wanted()} takes`}${stale}`));
     const buttons = el("div", { class: "take-actions" });
     if (done < wanted()) {
       buttons.append(el("button", {
