@@ -5,13 +5,18 @@
         --json bench-out/soundalikes/enrolled.json
     .venv/bin/voicegate eval --manifest bench-out/soundalikes/manifest-plain.jsonl \
         --json bench-out/soundalikes/plain.json
+    .venv/bin/voicegate eval --manifest bench-out/soundalikes/manifest-hard.jsonl \
+        --json bench-out/soundalikes/hard.json
 
 Four espeak-ng voices, each a user of its own. Each teaches "one".."five" three times
 (``"enrol": true`` lines, speed and pitch varied), then answers a five-card set: every number
 twice more at other speeds and pitches (must choose its card), and 24 words that must release
 nothing: near misses of the numbers ("tooth", "fife", "tree"), phrases with a number as a
 function word ("go to", "for me") and other words ("hello", "door"). ``manifest-plain.jsonl``
-is the same cases with no enrolment, so the two runs show what the user's templates change.
+is the same cases with no enrolment, so the two runs show what the user's templates change;
+``manifest-hard.jsonl`` is ``manifest.jsonl`` with every user saying their speech is hard for
+recognisers (``"hard": true`` on their first enrolment line), so a clear template match may
+decide alone.
 Synthetic speech only: it says how the decision treats one consistent voice, not a person.
 """
 
@@ -70,6 +75,9 @@ def main() -> int:
                          **case})  # fmt: skip
     lines = [json.dumps(r) for r in rows]
     (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    firsts = {r["user"]: r["id"] for r in reversed(rows) if r.get("enrol")}
+    hard = [json.dumps({**r, "hard": True} if r["id"] in firsts.values() else r) for r in rows]
+    (folder / "manifest-hard.jsonl").write_text("\n".join(hard) + "\n")
     plain = [json.dumps(r) for r in rows if not r.get("enrol")]
     (folder / "manifest-plain.jsonl").write_text("\n".join(plain) + "\n")
     print(f"{len(rows) - len(plain)} enrolment takes, {len(plain)} cases in {folder}")

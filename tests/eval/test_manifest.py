@@ -143,6 +143,7 @@ def test_an_enrolment_line_needs_only_id_audio_and_expect() -> None:
         ({"enrol": "yes"}, "true or false"),
         ({"expect": None}, "missing keys: expect"),
         ({"replay_of": "a"}, "cannot be a replay"),
+        ({"hard": 1}, "'hard' must be true or false"),
     ],
 )
 def test_a_bad_enrolment_line_is_refused_with_its_number(
@@ -150,6 +151,14 @@ def test_a_bad_enrolment_line_is_refused_with_its_number(
 ) -> None:
     error = fault(line(), enrol_line(**changes))
     assert error.line == 2 and detail in error.detail
+
+
+def test_the_hard_flag_rides_on_an_enrolment_line_only() -> None:
+    taught, case = parse([enrol_line(hard=True), line()], BASE)
+    assert taught.hard and not case.hard and case_to_dict(taught)["hard"] is True
+    assert "hard" not in case_to_dict(case)
+    error = fault(line(hard=True))
+    assert error.line == 1 and "belongs on an enrolment line" in error.detail
 
 
 def test_a_manifest_of_enrolment_lines_alone_has_no_cases() -> None:

@@ -172,8 +172,9 @@ def synthetic_take(path: Path, pitch: float, seed: int) -> None:
     path.write_bytes(take(pitch, seed))
 
 
-def enrolment_manifest(tmp_path: Path) -> list[Case]:
-    """u1 teaches three takes of card 2 and of card 3 (one sent twice), then answers."""
+def enrolment_manifest(tmp_path: Path, hard: bool = False) -> list[Case]:
+    """u1 teaches three takes of card 2 and of card 3 (one sent twice), then answers; with
+    ``hard``, the first take also sets "my speech is hard for recognisers"."""
     rows: list[dict[str, Any]] = []
     for card, pitch in ((2, 200.0), (3, 520.0)):
         for seed in range(3):
@@ -182,6 +183,8 @@ def enrolment_manifest(tmp_path: Path) -> list[Case]:
             rows.append({"id": name, "audio": f"{name}.wav", "expect": f"choose:{card}",
                          "enrol": True})  # fmt: skip
     rows.append({"id": "again", "audio": "t20.wav", "expect": "choose:2", "enrol": True})
+    if hard:
+        rows[0]["hard"] = True
     synthetic_take(tmp_path / "new.wav", 200.0, 3)
     case = {"cards": 3, "stage": "choose", "class": "c", "lang": "en"}
     rows.append({"id": "new-two", "audio": "new.wav", "expect": "choose:2", **case})
@@ -212,6 +215,18 @@ def unsure(store: Any) -> Any:
         ),
         enrolments=StoreEnrolments(store.templates, "fake"),
     )
+
+
+async def test_an_enrolment_line_may_set_the_hard_flag_through_the_device_api(
+    tmp_path: Path,
+) -> None:
+    async with local.in_process(unsure) as harness:
+        await runner.evaluate(enrolment_manifest(tmp_path, hard=True), harness, progress=False)
+        assert await harness.store.templates.hard("u1") is True
+    (tmp_path / "plain").mkdir()
+    async with local.in_process(unsure) as harness:
+        await runner.evaluate(enrolment_manifest(tmp_path / "plain"), harness, progress=False)
+        assert await harness.store.templates.hard("u1") is False
 
 
 async def test_enrolment_lines_are_taught_through_the_device_api_and_are_not_cases(

@@ -63,3 +63,43 @@ async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> No
         if (by_itself.rule, fused.rule) == ("unclear", "fused"):
             lifted.append(take)
     assert lifted, "no take the recogniser alone left unsure was lifted by the templates"
+
+
+# nicolas's "five"s that tiny.en heard as no answer it could read (2026-12-03, benchmarks/enrol.py
+# fused: each released by his templates alone, rule "template", once he said his speech is hard
+# for recognisers), and his "six".."nine" takes 3-4, which must release nothing.
+NICOLAS_FIVES = (3, 4, 5, 6, 7, 9, 10)
+NICOLAS_OTHERS = tuple((digit, take) for digit in range(6, 10) for take in (3, 4))
+
+
+async def test_nicolas_s_clear_template_decides_only_once_he_says_his_speech_is_hard(
+    fsdd: Path,
+) -> None:
+    """The hard path with the real recogniser: a clear match of his own takes releases a
+    "five" the recogniser could not read, never another card; without the flag the same takes
+    get no "template" release, and his other digits release nothing either way."""
+    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
+    store = await open_store("memory")
+    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
+    for digit in range(1, 6):
+        for take in range(3):
+            clip = audio.decode((fsdd / f"{digit}_nicolas_{take}.wav").read_bytes())
+            row = stored("nicolas", f"choose:{digit}", "", recogniser.frames(clip.samples),
+                         kind="tiny.en", now=float(take), device="d1")  # fmt: skip
+            await store.templates.add(row)
+    taught = VoicePipeline(recogniser, None, enrolments=StoreEnrolments(store.templates, "tiny.en"))
+    rules: dict[bool, list[str]] = {False: [], True: []}
+    for hard in (False, True):
+        await store.templates.set_hard("nicolas", hard)
+        for take in NICOLAS_FIVES:
+            clip = (fsdd / f"5_nicolas_{take}.wav").read_bytes()
+            r = await taught.decide(clip, user="nicolas", cards=5, stage=Stage.CHOOSE)
+            seen = (hard, take, r.rule, r.transcripts, r.probability)
+            assert not r.decision.releases or r.decision == Decision(Kind.CHOOSE, card=5), seen
+            rules[hard].append(r.rule)
+        for digit, take in NICOLAS_OTHERS:
+            clip = (fsdd / f"{digit}_nicolas_{take}.wav").read_bytes()
+            r = await taught.decide(clip, user="nicolas", cards=5, stage=Stage.CHOOSE)
+            assert not r.decision.releases, (hard, digit, take, r.rule, r.transcripts)
+    assert "template" not in rules[False]
+    assert "template" in rules[True], rules

@@ -3,10 +3,13 @@
 A line with ``"enrol": true`` uploads its clip to ``POST /device/enrol/voice`` from the user's
 paired device, signed like every answer, exactly as the approve page teaches an answer. It is
 no case: it has no right or wrong, only taught or refused (a replay of an earlier take, say).
+With ``"hard": true`` the user's device then sets "my speech is hard for recognisers", as the
+page's switch does (``POST /device/enrol/hard``); a refusal of that counts as the take's.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +50,16 @@ async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, st
         body = answer.json()
     except ValueError:
         body = None
+    if answer.status_code == 200 and case.hard:
+        flag = json.dumps({"hard": True}).encode()
+        answer = await harness.signed(
+            device, "POST", "/device/enrol/hard", body=flag,
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        try:
+            body = answer.json()
+        except ValueError:
+            body = None
     reason = body.get("reason") if isinstance(body, dict) and answer.status_code != 200 else None
     return Taught(case.id, case.user, case.expect_text, answer.status_code, reason)
 

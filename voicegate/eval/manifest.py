@@ -11,7 +11,8 @@ earlier line whose recording this one reuses, and such a case must expect ``refu
 A line with ``"enrol": true`` is no case: it is one enrolment take of ``user`` for the answer
 ``expect`` (``confirm``, ``cancel``, ``more_time`` or ``choose:K``), taught through the device
 API before the lines after it. It needs only ``id``, ``audio`` and ``expect``; ``cards``,
-``stage``, ``class`` and ``lang`` may be left out.
+``stage``, ``class`` and ``lang`` may be left out. ``"hard": true`` on an enrolment line also
+says, for ``user``, "my speech is hard for recognisers" (``POST /device/enrol/hard``).
 Parsing is pure (``parse``); ``load`` reads the file and checks that every clip exists.
 """
 
@@ -30,7 +31,7 @@ from voicegate.reasons import Kind
 LANGS = ("en", "hi-Latn", "hi-Deva", "none")
 MAX_CARDS = 5
 REQUIRED = ("id", "audio", "cards", "stage", "expect", "class", "lang")
-OPTIONAL = ("user", "replay_of", "enrol")
+OPTIONAL = ("user", "replay_of", "enrol", "hard")
 # An enrolment line needs only these; the rest of REQUIRED takes ENROL_DEFAULTS.
 ENROL_REQUIRED = ("id", "audio", "expect")
 ENROL_DEFAULTS: Mapping[str, Any] = {"cards": MAX_CARDS, "stage": "choose", "class": "enrol",
@@ -63,8 +64,10 @@ class Case:
     user: str = DEFAULT_USER
     replay_of: str | None = None
     line: int = 0
-    # An enrolment take (not a case): taught as ``expect`` for ``user`` before later lines.
+    # An enrolment take (not a case): taught as ``expect`` for ``user`` before later lines;
+    # ``hard``: the user also says their speech is hard for recognisers.
     enrol: bool = False
+    hard: bool = False
 
     @property
     def expect_text(self) -> str:
@@ -108,6 +111,8 @@ def case_to_dict(case: Case) -> dict[str, Any]:
         out["replay_of"] = case.replay_of
     if case.enrol:
         out["enrol"] = True
+    if case.hard:
+        out["hard"] = True
     return out
 
 
@@ -129,6 +134,11 @@ def _case(data: Mapping[str, Any], line: int, base: Path, seen: Mapping[str, Cas
         if "replay_of" in data:
             raise ManifestError(line, "an enrolment take cannot be a replay")
         data = {**ENROL_DEFAULTS, **data}
+    hard = data.get("hard", False)
+    if not isinstance(hard, bool):
+        raise ManifestError(line, "'hard' must be true or false")
+    if hard and not enrol:
+        raise ManifestError(line, "'hard' belongs on an enrolment line")
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise ManifestError(line, f"missing keys: {', '.join(missing)}")
@@ -181,6 +191,7 @@ def _case(data: Mapping[str, Any], line: int, base: Path, seen: Mapping[str, Cas
         replay_of=replay_of,
         line=line,
         enrol=enrol,
+        hard=hard,
     )
 
 

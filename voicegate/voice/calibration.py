@@ -95,10 +95,14 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         fusion=(4.852, 1.0, 0.895, 14.392),
         # The largest log(other / distance) and log(radius / distance) of those 316 takes.
         fusion_limits=(0.935, 0.472),
-        # A hard user's clear match deciding alone released negatives of the report speakers
-        # (2 of 1,000 unprompted, 1 prompted): shut until a rejection calibrated on the user's
-        # own other speech holds (docs/voice.md, "Enrolment").
-        alone=math.inf,
+        # A hard user's clear match decides where the recogniser gives its meaning at least
+        # this (2026-12-03, templates of tiny.en's encoder frames: benchmarks/enrol.py fused
+        # --cache bench-out/fsdd-E.jsonl --frames bench-out/frames-tiny.en.npz, the "hard"
+        # grid). Every step from 0 to 0.5 releases nothing wrongly on either split (jackson,
+        # nicolas: 360 right at 0 to 0.1, 359 from 0.2; theo, yweweler: 464 at each); 0.5, so
+        # a template never carries an answer the recogniser finds likelier something else.
+        # (On MFCC templates it released 2 of 1,000 other digits and was shut.)
+        alone=0.5,
     ),
     # 2026-12-02, English and Hindi on, no prompt: FSDD takes 0-9 of every digit and speaker
     # (400) and all 666 speech_commands clips, heard with

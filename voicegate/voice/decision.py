@@ -262,7 +262,8 @@ def _alone(
     same: Callable[[Decision], Decision],
 ) -> Verdict:
     """Where the fused probability says nothing: the recogniser's verdict, or, for a user who
-    said their speech is hard for recognisers, a clear template match (shut on every model)."""
+    said their speech is hard for recognisers, a clear template match where the recogniser
+    gives its meaning at least ``Calibration.alone`` (infinity, shut, on a model not fitted)."""
     if verdict.decision.releases or taught.nearest is None or not taught.clear:
         return verdict
     meaning = same(taught.nearest)
