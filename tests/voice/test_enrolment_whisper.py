@@ -10,6 +10,7 @@ from tests.conftest import require
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.store import open_store
+from voicegate.store.base import Store
 from voicegate.voice import audio, models
 from voicegate.voice.enrolment import StoreEnrolments, stored
 from voicegate.voice.pipeline import VoicePipeline
@@ -28,21 +29,27 @@ pytestmark = [pytest.mark.whisper, pytest.mark.corpus, pytest.mark.slow]
 FIVES = (1, 2, 4, 5, 11, 14, 32)
 
 
+async def taught_by(fsdd: Path, speaker: str) -> tuple[Store, FasterWhisperTranscriber]:
+    """A memory store holding ``speaker``'s takes 0-2 of "one".."five" as tiny.en's frames."""
+    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
+    store = await open_store("memory")
+    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
+    for digit in range(1, 6):
+        for take in range(3):
+            clip = audio.decode((fsdd / f"{digit}_{speaker}_{take}.wav").read_bytes())
+            row = stored(speaker, f"choose:{digit}", "", recogniser.frames(clip.samples),
+                         kind="tiny.en", now=float(take), device="d1")  # fmt: skip
+            await store.templates.add(row)
+    return store, recogniser
+
+
 async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> None:
     """Taught, theo's templates of five lie nearest, inside his radius, and their likelihood
     ratio lifts the fused probability past the threshold (0.9999 and more, benchmarks/enrol.py
     fused) where a transcript says "Five." (one take at least, whose recogniser probability is
     under the threshold). Nothing is ever another card, a take the recogniser released alone is
     still released, and a take heard as something else ("Bye.") stays refused."""
-    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
-    store = await open_store("memory")
-    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
-    for digit in range(1, 6):
-        for take in range(3):
-            clip = audio.decode((fsdd / f"{digit}_theo_{take}.wav").read_bytes())
-            row = stored("theo", f"choose:{digit}", "", recogniser.frames(clip.samples),
-                         kind="tiny.en", now=float(take), device="d1")  # fmt: skip
-            await store.templates.add(row)
+    store, recogniser = await taught_by(fsdd, "theo")
     alone = VoicePipeline(recogniser, None)
     enrolments = StoreEnrolments(store.templates, "tiny.en")
     taught = VoicePipeline(recogniser, None, enrolments=enrolments)
@@ -78,15 +85,7 @@ async def test_nicolas_s_clear_template_decides_only_once_he_says_his_speech_is_
     """The hard path with the real recogniser: a clear match of his own takes releases a
     "five" the recogniser could not read, never another card; without the flag the same takes
     get no "template" release, and his other digits release nothing either way."""
-    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
-    store = await open_store("memory")
-    recogniser = FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
-    for digit in range(1, 6):
-        for take in range(3):
-            clip = audio.decode((fsdd / f"{digit}_nicolas_{take}.wav").read_bytes())
-            row = stored("nicolas", f"choose:{digit}", "", recogniser.frames(clip.samples),
-                         kind="tiny.en", now=float(take), device="d1")  # fmt: skip
-            await store.templates.add(row)
+    store, recogniser = await taught_by(fsdd, "nicolas")
     taught = VoicePipeline(recogniser, None, enrolments=StoreEnrolments(store.templates, "tiny.en"))
     rules: dict[bool, list[str]] = {False: [], True: []}
     for hard in (False, True):
