@@ -76,3 +76,19 @@ async def test_templates_of_another_model_are_skipped_never_matched() -> None:
     other = await enrolment.StoreEnrolments(store.templates, "tiny.en").enrolment("asha")
     assert other is not None and other.templates == () and other.radii == {}
     assert len(await store.templates.list("asha")) == 3
+
+
+async def test_a_stored_template_of_another_width_is_skipped_never_a_failure() -> None:
+    """A damaged row of the right model but another frame width cannot break the user's
+    enrolment: the width most of their templates share wins, the odd one is skipped."""
+    store = await open_store("memory")
+    for s in range(3):
+        row = enrolment.stored("asha", "confirm", "", feats(s), kind="m", now=s, device="d1")
+        await store.templates.add(row)
+    odd = np.ones((20, 7), dtype=np.float32)
+    await store.templates.add(
+        enrolment.stored("asha", "cancel", "", odd, kind="m", now=9, device="d1")
+    )
+    taught = await enrolment.StoreEnrolments(store.templates, "m").enrolment("asha")
+    assert taught is not None and len(taught.templates) == 3
+    assert {t.features.shape[1] for t in taught.templates} == {feats(0).shape[1]}

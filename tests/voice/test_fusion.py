@@ -193,6 +193,26 @@ def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> N
                      cal=shut).decision.releases  # fmt: skip
 
 
+def test_a_clear_match_never_decides_alone_at_a_yes_or_no_question_or_with_nothing_to_beat() -> (
+    None
+):
+    """The hard path was fitted on choices among cards, each match beating the user's other
+    taught meanings: a final yes, a single card, or a user who taught only yes get nothing."""
+    yes_hyps = [
+        reading("yes", CONFIRM, -0.6),
+        reading("no", CANCEL, -1.0),
+        free("Mhm", UNREAD, -0.5),
+    ]
+    both = taught({CONFIRM: 0.5, CANCEL: 3.0}, nearest=CONFIRM, clear=True, hard=True)
+    for stage, cards in ((Stage.FINAL, 3), (Stage.CHOOSE, 1)):
+        assert not fused(yes_hyps, UNREAD, both, cards, stage).decision.releases
+    hyps = [reading("two", TWO, -0.6), reading("three", THREE, -1.0), free("Mhm", UNREAD, -0.5)]
+    alone = taught({TWO: 0.5}, nearest=TWO, clear=True, hard=True)
+    assert not fused(hyps, UNREAD, alone).decision.releases
+    assert fused(hyps, UNREAD, taught({TWO: 0.5, THREE: 3.0}, nearest=TWO, clear=True,
+                                      hard=True)).rule == "template"  # fmt: skip
+
+
 def test_the_templates_evidence_is_the_winner_s_own_distance_against_every_other() -> None:
     templates = taught({TWO: 1.0, THREE: 2.0, CANCEL: 4.0}, {TWO: 1.5, THREE: 1.0})
     assert fusion_evidence(0.5, templates, TWO) == (0.0, math.log(2.0), math.log(1.5))
@@ -285,6 +305,7 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
     finite = [h for h in hyps if math.isfinite(h.score)]
     if out.rule == "template":
         assert templates.hard and templates.clear and not verdict.decision.releases
+        assert question(stage, cards) == "card" and len(templates.distances) >= 2
         return
     if out.fused is None:  # the templates said nothing: the recogniser alone
         assert out == verdict

@@ -31,7 +31,6 @@ from voicegate.errors import DeviceRefused, Refused
 from voicegate.gate.types import Device, DeviceKind, StoredTemplate
 from voicegate.reasons import Reason
 from voicegate.services import Services
-from voicegate.voice import templates
 
 __all__ = ["enrol_router"]
 
@@ -49,25 +48,36 @@ _TAKE: dict[str, Any] = {
 class TemplateOut(BaseModel):
     """One taught take: what it means, what the user calls it, when, from which device, and
     whether it counts: made by the recogniser the server hears with now (a take taught under
-    another model is never matched until taught again)."""
+    another model is never matched until taught again; null where the server hears no voice)."""
 
     id: str
     meaning: str
     label: str
     created_at: float
     device_id: str
-    current: bool
+    current: bool | None
 
     @classmethod
-    def of(cls, t: StoredTemplate, model: str | None = None) -> TemplateOut:
+    def of(cls, t: StoredTemplate, model: str | None) -> TemplateOut:
         return cls(
             id=t.id,
             meaning=t.meaning,
             label=t.label,
             created_at=t.created_at,
             device_id=t.device_id,
-            current=model is not None and templates.made_by(t.data) == model,
+            current=None if model is None else _usable(t.data, model),
         )
+
+
+def _usable(data: bytes, model: str) -> bool:
+    """True when the server's recogniser ``model`` would match these stored features."""
+    from voicegate.voice import templates  # the voice stack loads only where voice is used
+
+    try:
+        templates.decode(data, model)
+    except ValueError:
+        return False
+    return True
 
 
 class EnrolmentOut(BaseModel):
@@ -136,6 +146,7 @@ def enrol_router(services: Services) -> APIRouter:
             raise Refused(Reason.LANGUAGE_UNAVAILABLE, "this server has no voice pipeline")
         try:
             enrolment.meaning_of(meaning)
+            enrolment.label_of(label)
         except ValueError as exc:
             raise Refused(Reason.BAD_REQUEST, str(exc)) from exc
         await limits.take(

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from voicegate.eval.manifest import Case
 
@@ -38,7 +40,9 @@ class Taught:
 
 
 async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, str]) -> Taught:
-    """Upload one enrolment take of ``case.user`` for ``case.expect``."""
+    """Upload one enrolment take of ``case.user`` for ``case.expect``; with ``case.hard``, set
+    the user's flag too, whatever became of the take (a refusal of the flag is reported as
+    this line's, with ``hard_flag:`` before its reason)."""
     device = await harness.device(case.user)
     # The meaning rides in the query, which the signature covers; ":" needs no escaping there.
     path = f"/device/enrol/voice?meaning={case.expect_text}"
@@ -46,22 +50,31 @@ async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, st
     answer = await harness.signed(
         device, "POST", path, body=case.path.read_bytes(), headers={"content-type": kind}
     )
+    taught = Taught(case.id, case.user, case.expect_text, answer.status_code, _reason(answer))
+    if not case.hard:
+        return taught
+    flag = await harness.signed(
+        device,
+        "POST",
+        "/device/enrol/hard",
+        body=json.dumps({"hard": True}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    if flag.status_code == 200:
+        return taught
+    return replace(taught, status=flag.status_code, reason=f"hard_flag:{_reason(flag)}")
+
+
+def _reason(answer: httpx.Response) -> str | None:
+    """The refusal's reason, None for a 200 (or a body with none)."""
+    if answer.status_code == 200:
+        return None
     try:
         body = answer.json()
     except ValueError:
-        body = None
-    if answer.status_code == 200 and case.hard:
-        flag = json.dumps({"hard": True}).encode()
-        answer = await harness.signed(
-            device, "POST", "/device/enrol/hard", body=flag,
-            headers={"content-type": "application/json"},
-        )  # fmt: skip
-        try:
-            body = answer.json()
-        except ValueError:
-            body = None
-    reason = body.get("reason") if isinstance(body, dict) and answer.status_code != 200 else None
-    return Taught(case.id, case.user, case.expect_text, answer.status_code, reason)
+        return None
+    reason = body.get("reason") if isinstance(body, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 def counts(taught: Sequence[Taught]) -> dict[str, Any]:

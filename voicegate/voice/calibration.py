@@ -100,7 +100,8 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         # --cache bench-out/fsdd-E.jsonl --frames bench-out/frames-tiny.en.npz, the "hard"
         # grid). Every step from 0 to 0.5 releases nothing wrongly on either split (jackson,
         # nicolas: 360 right at 0 to 0.1, 359 from 0.2; theo, yweweler: 464 at each); 0.5, so
-        # a template never carries an answer the recogniser finds likelier something else.
+        # a template carries an answer only where the recogniser's posterior of it (with the
+        # prior of anything else) is at least even. Choices among cards only (decision.fuse).
         # (On MFCC templates it released 2 of 1,000 other digits and was shut.)
         alone=0.5,
     ),

@@ -36,8 +36,8 @@ the recogniser alone found too unsure, when a free transcript at the top of a la
 says it, it reads as no other answer, it is the likeliest hypothesis (weighed by the prior of
 anything else) and the templates point at it. At a yes-or-no question, which the ratio was not
 fitted on, they may only lower. For a user who said their speech is hard for recognisers, a
-clear template match may also decide on its own, where the model opens that path
-(``Calibration.alone``).
+clear template match may also decide on its own at a choice among cards, where the model opens
+that path (``Calibration.alone``).
 """
 
 from __future__ import annotations
@@ -268,6 +268,11 @@ def _alone(
         return verdict
     meaning = same(taught.nearest)
     if not taught.hard or meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
+        return verdict
+    # Fitted on choices among cards, each match beating the user's other taught meanings: a
+    # yes-or-no question, or a user with one meaning taught (nothing to beat, and no reach to
+    # cap the radius), never gets a release from templates alone.
+    if question(stage, cards) != "card" or not any(m != meaning for m in taught.distances):
         return verdict
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     if _meaning(likeliest) or (transcript.kind in ANSWERS and transcript != meaning):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 
 from voicegate.gate.types import Decision, StoredTemplate
 from voicegate.reasons import Kind
@@ -37,6 +38,13 @@ def meaning_of(text: str) -> Decision:
     return Decision(Kind(kind), card=int(card)) if card else Decision(Kind(kind))
 
 
+def label_of(label: str) -> str:
+    """The user's own name for an answer, checked; ``ValueError`` when it cannot be kept."""
+    if len(label) > MAX_LABEL or any(not c.isprintable() for c in label):
+        raise ValueError("a label is at most 40 printable characters")
+    return label
+
+
 def stored(
     user: str,
     meaning: str,
@@ -49,8 +57,7 @@ def stored(
 ) -> StoredTemplate:
     """The store's row for one take; ``ValueError`` for an unknown meaning or a bad label."""
     meaning_of(meaning)
-    if len(label) > MAX_LABEL or any(not c.isprintable() for c in label):
-        raise ValueError("a label is at most 40 printable characters")
+    label_of(label)
     return StoredTemplate(
         id="tpl_" + uuid.uuid4().hex,
         user=user,
@@ -92,6 +99,11 @@ class StoreEnrolments:
                 )
             except ValueError:
                 continue  # features of another model or version: skipped, never matched
+        # One model's frames all have one width; a damaged row of another is skipped too.
+        widths = Counter(t.features.shape[1] for t in taught)
+        if widths:
+            width = widths.most_common(1)[0][0]
+            taught = [t for t in taught if t.features.shape[1] == width]
         enrolment = await asyncio.to_thread(templates.enrol, taught, hard)
         self._last[user] = (key, enrolment)
         return enrolment

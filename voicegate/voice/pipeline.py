@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from voicegate.errors import AudioRefused
+from voicegate.errors import AudioRefused, Throttled
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
@@ -201,8 +201,16 @@ class VoicePipeline:
 
     async def features(self, clip: Clip) -> templates.Matrix:
         """The features of one enrolment take: the recogniser's own (``Transcriber.frames``),
-        empty when the clip holds no speech to learn from."""
-        return await asyncio.to_thread(self.transcriber.frames, clip.samples)
+        empty when the clip holds no speech to learn from. An encoder pass, so it is admitted
+        like an answer: past ``max_waiting`` it raises ``Throttled(BUSY)``, retry in a second
+        (the answer route's ``limits.BUSY_RETRY_AFTER``)."""
+        if self._admitted >= self.max_waiting:
+            raise Throttled(Reason.BUSY, 1)
+        self._admitted += 1
+        try:
+            return await asyncio.to_thread(self.transcriber.frames, clip.samples)
+        finally:
+            self._admitted -= 1
 
     async def _taught(
         self, user: str, hearing: Hearing, timings: dict[str, float]

@@ -236,6 +236,8 @@ def match(
         return Match(None, None, float("inf"), float("inf"), 0.0, "too_short")
     nearest: dict[Decision, float] = {}
     for t in templates:
+        if t.features.shape[1] != query.shape[1]:
+            continue  # features of another kind than the answer's: never compared
         d = distance(query, t.features)
         nearest[t.meaning] = min(d, nearest.get(t.meaning, float("inf")))
     return judge(nearest, calibrated, margin)
@@ -266,19 +268,9 @@ def encode(matrix: Matrix, kind: str) -> bytes:
     them (float16: about 38 kB per second of tiny.en's encoder frames)."""
     frames, coeffs = matrix.shape
     tag = kind.encode()
+    if not 0 < len(tag) < 256:
+        raise ValueError("a model name is 1 to 255 bytes")
     return _HEADER.pack(MAGIC, len(tag), frames, coeffs) + tag + matrix.astype("<f2").tobytes()
-
-
-def made_by(data: bytes) -> str | None:
-    """The model that made stored features (their tag); None when they are in no format this
-    version reads."""
-    if len(data) < _HEADER.size:
-        return None
-    magic, size, _, _ = _HEADER.unpack_from(data)
-    tag = data[_HEADER.size : _HEADER.size + size]
-    if magic != MAGIC or len(tag) != size:
-        return None
-    return tag.decode(errors="replace")
 
 
 def decode(data: bytes, kind: str) -> Matrix:
@@ -293,7 +285,7 @@ def decode(data: bytes, kind: str) -> Matrix:
     body = data[_HEADER.size + size :]
     if tag != kind.encode():
         raise ValueError(f"template features of another model, not {kind}")
-    if frames == 0 or len(body) != 2 * frames * coeffs:
+    if frames == 0 or coeffs == 0 or len(body) != 2 * frames * coeffs:
         raise ValueError("template features of the wrong size")
     values = np.frombuffer(body, dtype="<f2").astype(np.float32)
     if not np.isfinite(values).all():
