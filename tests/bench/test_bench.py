@@ -81,15 +81,18 @@ def test_p2_reports_the_speedup_batches_and_memory(tmp_path: Path) -> None:
 def test_p3_reports_the_added_time_and_the_confirm_gate_comparison(tmp_path: Path) -> None:
     figures = bench("p3", tmp_path)
     numbers(figures, "gate_ms", "direct_ms", "added_ms", "vs_direct", "transport_ms")
-    if Path("/proc/self/stat").exists():  # the gate's CPU time is read from /proc
-        numbers(figures, "gate_cpu_ms")
-    numbers(figures["with_argument"], "gate_ms", "direct_ms", "added_ms")
+    numbers(figures, "gate_stdio_ms", "stdio_added_ms")
+    if Path("/proc/self/stat").exists():  # the gates' CPU time is read from /proc
+        numbers(figures, "gate_cpu_ms", "stdio_cpu_ms")
+    with_argument = figures["with_argument"]
+    numbers(with_argument, "gate_ms", "direct_ms", "added_ms", "gate_stdio_ms", "stdio_added_ms")
     other = figures["confirm_gate"]
     if "read_ms" in other:
         numbers(other, "read_ms")
-        numbers(figures, "vs_confirm_gate")
+        numbers(figures, "vs_confirm_gate", "stdio_vs_confirm_gate")
     else:
         assert isinstance(other["unavailable"], str) and figures["vs_confirm_gate"] is None
+        assert figures["stdio_vs_confirm_gate"] is None
 
 
 @pytest.mark.slow

@@ -1,12 +1,14 @@
 """P3 read pass-through: reads through a real ``voicegate serve`` vs straight to the upstream.
 
 The upstream is the notes server over stdio (``python -m voicegate.mcp.notes``). The gate runs
-as its own process and the agent is the MCP SDK's client over Streamable HTTP; the direct path
-is the same SDK client over stdio to a second copy of the upstream. Reads alternate between the
-two paths, so a change in machine load hits both alike, and the added time is the median of the
-paired differences; the gate process's CPU time per read it served (from ``/proc``) is the
-figure load changes least. ``confirm-gate-mcp`` 0.8.0 gates the same upstream for comparison; it is
-installed from PyPI into its own virtual environment under the bench cache on first use.
+as its own process and the agent is the MCP SDK's client over Streamable HTTP, and again with
+the agent on the gate's stdin and stdout (``serve --stdio``, as an MCP host starts a server);
+the direct path is the same SDK client over stdio to another copy of the upstream. Reads
+alternate between the paths, so a change in machine load hits all alike, and the added time is
+the median of the paired differences; a gate process's CPU time per read it served (from
+``/proc``) is the figure load changes least. ``confirm-gate-mcp`` 0.8.0 gates the same upstream
+for comparison; it is installed from PyPI into its own virtual environment under the bench
+cache on first use.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -55,24 +58,38 @@ async def _run(options: Options) -> dict[str, Any]:
         sys.executable, "-m", "uvicorn", "--factory", "voicegate.bench.p3:notes_http_app",
         "--port", "{port}", "--log-level", "warning",
     ]  # fmt: skip
+    # The same gate with the agent on its stdin and stdout, as an MCP host starts a server.
+    stdio_cmd = [c for c in gate_cmd if c not in ("--token", TOKEN)]
+    stdio_cmd[stdio_cmd.index("{port}")] = "0"
+    stdio_log, stdio_pidfile = options.work / "p3-voicegate-stdio.log", options.work / "p3.pid"
+    stdio_log.parent.mkdir(parents=True, exist_ok=True)
+    shell = f"echo $$ > {shlex.quote(str(stdio_pidfile))}; exec {shlex.join(stdio_cmd)} --stdio"
+    shell += f" 2> {shlex.quote(str(stdio_log))}"
     async with (
         _server(gate_cmd, options.work / "p3-voicegate.log", "/healthz") as (gate_url, gate_pid),
         _server(floor_cmd, options.work / "p3-notes-http.log", "/mcp") as (floor_url, _),
         _http_agent(gate_url + "/mcp") as gate,
         _http_agent(floor_url + "/mcp") as floor,
         Client(StdioServerParameters(command=UPSTREAM[0], args=list(UPSTREAM[1:]))) as direct,
+        Client(StdioServerParameters(command="/bin/sh", args=["-c", shell])) as gate_stdio,
     ):
-        paths = {"gate": gate, "http_floor": floor, "direct": direct}
+        stdio_pid = int(stdio_pidfile.read_text())
+        paths = {"gate": gate, "http_floor": floor, "direct": direct, "gate_stdio": gate_stdio}
         warmup = options.pick(10, 2)
-        cpu_before = _cpu_seconds(gate_pid)
+        cpu_before = _cpu_seconds(gate_pid), _cpu_seconds(stdio_pid)
         seconds = await _alternate(paths, reads, warmup=warmup)
         with_arg = await _alternate(
-            {"gate": gate, "direct": direct}, reads, warmup=warmup, call=READ_ARG
+            {"gate": gate, "direct": direct, "gate_stdio": gate_stdio},
+            reads,
+            warmup=warmup,
+            call=READ_ARG,
         )
-        cpu_after = _cpu_seconds(gate_pid)
-    if cpu_before is not None and cpu_after is not None:
-        # CPU time the gate process spent per read it served: its own work, whatever the load.
-        figures["gate_cpu_ms"] = ms((cpu_after - cpu_before) / (2 * (reads + warmup)))
+        cpu_after = _cpu_seconds(gate_pid), _cpu_seconds(stdio_pid)
+    keys = ("gate_cpu_ms", "stdio_cpu_ms")
+    for key, before, after in zip(keys, cpu_before, cpu_after, strict=True):
+        if before is not None and after is not None:
+            # CPU time a gate process spent per read it served: its own work, whatever the load.
+            figures[key] = ms((after - before) / (2 * (reads + warmup)))
     for name, values in seconds.items():
         figures[f"{name}_ms"] = median([ms(s) for s in values])
     figures["added_ms"] = _paired(seconds["gate"], seconds["direct"])
@@ -81,15 +98,20 @@ async def _run(options: Options) -> dict[str, Any]:
     figures["transport_ms"] = _paired(seconds["http_floor"], seconds["direct"])
     figures["gate_own_ms"] = _paired(seconds["gate"], seconds["http_floor"])
     figures["vs_direct"] = round(figures["gate_ms"] / figures["direct_ms"], 3)
+    # The agent on stdio against the same client on stdio straight to the upstream.
+    figures["stdio_added_ms"] = _paired(seconds["gate_stdio"], seconds["direct"])
     figures["with_argument"] = {
         "tool": READ_ARG[0],
         "gate_ms": median([ms(s) for s in with_arg["gate"]]),
+        "gate_stdio_ms": median([ms(s) for s in with_arg["gate_stdio"]]),
         "direct_ms": median([ms(s) for s in with_arg["direct"]]),
         "added_ms": _paired(with_arg["gate"], with_arg["direct"]),
+        "stdio_added_ms": _paired(with_arg["gate_stdio"], with_arg["direct"]),
     }
     figures["confirm_gate"] = await _confirm_gate(options)
     cg_ms = figures["confirm_gate"].get("read_ms")
-    figures["vs_confirm_gate"] = round(cg_ms / figures["gate_ms"], 1) if cg_ms else None
+    for key, path in (("vs_confirm_gate", "gate_ms"), ("stdio_vs_confirm_gate", "gate_stdio_ms")):
+        figures[key] = round(cg_ms / figures[path], 1) if cg_ms else None
     return figures
 
 
@@ -261,16 +283,23 @@ def lines(figures: dict[str, Any]) -> list[str]:
     ]
     if "gate_cpu_ms" in figures:
         out.append(f"gate process CPU per read served {figures['gate_cpu_ms']:.3f} ms")
+    out.append(
+        f"agent on stdio (serve --stdio): {figures['gate_stdio_ms']:.2f} ms per read, added "
+        f"{figures['stdio_added_ms']:.2f} ms against direct stdio"
+        + (f", gate CPU {figures['stdio_cpu_ms']:.3f} ms" if "stdio_cpu_ms" in figures else "")
+    )
     arg = figures["with_argument"]
     out.append(
-        f"{arg['tool']} (one argument): through voicegate {arg['gate_ms']:.2f} ms, direct "
-        f"{arg['direct_ms']:.2f} ms, added {arg['added_ms']:.2f} ms"
+        f"{arg['tool']} (one argument): through voicegate {arg['gate_ms']:.2f} ms (stdio "
+        f"{arg['gate_stdio_ms']:.2f}), direct {arg['direct_ms']:.2f} ms, added "
+        f"{arg['added_ms']:.2f} ms (stdio {arg['stdio_added_ms']:.2f})"
     )
     cg = figures["confirm_gate"]
     if "read_ms" in cg:
         out.append(
             f"confirm-gate-mcp 0.8.0: {cg['read_ms']:.0f} ms per read ({cg['reads']} reads); "
-            f"voicegate is {figures['vs_confirm_gate']:,}x faster"
+            f"voicegate is {figures['vs_confirm_gate']:,}x faster over HTTP, "
+            f"{figures['stdio_vs_confirm_gate']:,}x on stdio"
         )
     else:
         out.append(f"confirm-gate-mcp 0.8.0: not measured: {cg['unavailable']}")

@@ -23,6 +23,7 @@ from voicegate.gate.types import DeviceKind
 from voicegate.limits import BODY_TIMEOUT
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy, parse_modes, parse_pairs, split_globs
+from voicegate.mcp.stdio_front import Wire, process_wire
 from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.settings import (
     DEFAULT_PORT,
@@ -60,6 +61,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--strict", action="store_true", help="ignore the upstream's readOnlyHint claims"
+    )
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="the agent speaks MCP on this command's stdin and stdout (as an MCP host starts "
+        "a server); devices still approve over HTTP",
     )
     parser.add_argument("--reads", action="append", metavar="GLOB", help="tools that only read")
     parser.add_argument("--writes", action="append", metavar="GLOB", help="tools that write")
@@ -176,9 +183,14 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"voicegate serve: {exc}", file=sys.stderr)
         return 2
+    voice = voice_from(args)
+    if args.stdio:
+        # From here on stdout is the agent's: anything printed (the banner) goes to stderr.
+        with process_wire() as wire:
+            return asyncio.run(_serve(config, upstream, policy, voice, stdio_banner, wire))
     show_token = not (args.token or os.environ.get(TOKEN_ENV))
     banner = serve_banner_with_token if show_token else serve_banner
-    return asyncio.run(_serve(config, upstream, policy, voice_from(args), banner))
+    return asyncio.run(_serve(config, upstream, policy, voice, banner))
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -215,6 +227,7 @@ async def _serve(
     policy: Policy,
     voice: Voice | None,
     banner: Banner,
+    wire: Wire | None = None,
 ) -> int:
     """Open the store and serve on it; a refusal to start is one line and exit 2."""
     from voicegate.observe import configure_logging
@@ -229,7 +242,7 @@ async def _serve(
         print(f"voicegate: cannot open the store {redact(config.db)}: {exc}", file=sys.stderr)
         return 2
     try:
-        served = await serve(config, store, upstream, policy, voice=voice, banner=banner)
+        served = await serve(config, store, upstream, policy, voice=voice, banner=banner, wire=wire)
     except (ConfigError, ModelError) as exc:
         print(f"voicegate: {exc}", file=sys.stderr)
         return 2
@@ -274,6 +287,15 @@ async def serve_banner(config: ServerConfig, store: Store, voice: VoicePipeline 
     print(f"Approve on your device: {config.base_url}/approve")
     print(f"Pair a device with: {pair_command(config)}")
     sys.stdout.flush()
+
+
+async def stdio_banner(config: ServerConfig, store: Store, voice: VoicePipeline | None) -> None:
+    """What ``voicegate serve --stdio`` says, on stderr (stdout is the agent's): no token, since
+    the agent needs none on stdin, and a generated one is shown to nobody."""
+    print("Agent MCP: this command's stdin and stdout", file=sys.stderr)
+    print(f"Approve on your device: {config.base_url}/approve", file=sys.stderr)
+    print(f"Pair a device with: {pair_command(config)}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def pair_command(config: ServerConfig) -> str:

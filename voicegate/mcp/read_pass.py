@@ -41,6 +41,7 @@ from mcp.types import (
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
+    RequestId,
 )
 from mcp_types import methods
 from pydantic import ValidationError
@@ -102,23 +103,13 @@ class ReadPass:
         name, arguments = params["name"], params.get("arguments") or {}
         if not self._headers_agree(name, arguments, headers):
             return None
-        try:
-            result = await self.tools.read(name, arguments)
-        except Exception as exc:  # boundary: the SDK's own mapping of a handler's exception
-            self.answered += 1
-            return _error(call, modern_error_data(exc))
-        if result is None:
+        message = await answer_read(self.tools, self.server, call.id, version, name, arguments)
+        if message is None:
             return None  # not a listed read: the full path answers, as it always did
         self.answered += 1
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        try:
-            shaped = methods.serialize_server_result("tools/call", version, dumped)
-        except ValidationError:
-            message = "Handler returned an invalid result"
-            return _error(call, ErrorData(code=INTERNAL_ERROR, message=message))
-        if shaped.get("resultType") is None:
-            shaped["resultType"] = "complete"
-        return _json(_OK, JSONRPCResponse(jsonrpc="2.0", id=call.id, result=self._stamp(shaped)))
+        if isinstance(message, JSONRPCError):
+            return _json(ERROR_CODE_HTTP_STATUS.get(message.error.code, _OK), message)
+        return _json(_OK, message)
 
     def _headers_agree(self, name: str, arguments: Any, headers: Mapping[str, str]) -> bool:
         """``Mcp-Param-*`` headers against the body, as the SDK checks them before a call."""
@@ -127,19 +118,42 @@ class ReadPass:
         schema = tool_list.input_schema(self.tools.catalog, name)
         return schema is None or validate_mcp_param_headers(schema, arguments, headers) is None
 
-    def _stamp(self, result: dict[str, Any]) -> dict[str, Any]:
-        """The ``serverInfo`` stamp of a 2026-era result; one the upstream set wins."""
-        meta = result.get("_meta")
-        if meta is None:
-            result["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
-        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self.server.server_info_stamp}
-        return result
+
+async def answer_read(
+    tools: GatedTools,
+    server: Server[Any],
+    call_id: RequestId,
+    version: str,
+    name: str,
+    arguments: Mapping[str, Any],
+) -> JSONRPCResponse | JSONRPCError | None:
+    """The answer to a checked 2026-era read, shaped as the SDK shapes it; None when ``name``
+    is no listed read (the caller then hands the request to the SDK, before any side effect)."""
+    try:
+        result = await tools.read(name, dict(arguments))
+    except Exception as exc:  # boundary: the SDK's own mapping of a handler's exception
+        return JSONRPCError(jsonrpc="2.0", id=call_id, error=modern_error_data(exc))
+    if result is None:
+        return None
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        shaped = methods.serialize_server_result("tools/call", version, dumped)
+    except ValidationError:
+        error = ErrorData(code=INTERNAL_ERROR, message="Handler returned an invalid result")
+        return JSONRPCError(jsonrpc="2.0", id=call_id, error=error)
+    if shaped.get("resultType") is None:
+        shaped["resultType"] = "complete"
+    return JSONRPCResponse(jsonrpc="2.0", id=call_id, result=_stamp(shaped, server))
 
 
-def _error(call: JSONRPCRequest, error: ErrorData) -> Response:
-    status = ERROR_CODE_HTTP_STATUS.get(error.code, _OK)
-    return _json(status, JSONRPCError(jsonrpc="2.0", id=call.id, error=error))
+def _stamp(result: dict[str, Any], server: Server[Any]) -> dict[str, Any]:
+    """The ``serverInfo`` stamp of a 2026-era result; one the upstream set wins."""
+    meta = result.get("_meta")
+    if meta is None:
+        result["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        result["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+    return result
 
 
 def _json(status: int, message: JSONRPCResponse | JSONRPCError) -> Response:

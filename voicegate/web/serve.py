@@ -13,10 +13,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import uvicorn
 
 from voicegate.errors import ConfigError, ModelError
 from voicegate.mcp.policy import Policy
+from voicegate.mcp.stdio_front import StdioFront, Wire
 from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.settings import ServerConfig, check_startup
 from voicegate.store.base import Store
@@ -44,9 +46,11 @@ async def serve(
     *,
     voice: Voice | None,
     banner: Banner,
+    wire: Wire | None = None,
 ) -> bool:
     """Serve on ``store`` (opened and closed by the caller) until Ctrl-C or SIGTERM; False when
-    uvicorn never started.
+    uvicorn never started. With a ``wire`` the agent also speaks MCP on it (``serve --stdio``),
+    and its closing the wire ends the serving too.
 
     A refusal to start (the start-up checks, a missing model, a tool-name clash, a busy port)
     raises ``ConfigError`` or ``ModelError``, taken out of the task groups start-up runs in.
@@ -75,7 +79,10 @@ async def serve(
             async with app.router.lifespan_context(app):
                 await banner(config, store, pipeline)
                 with _quiet_stop():
-                    await server.serve(sockets=[sock])
+                    if wire is None:
+                        await server.serve(sockets=[sock])
+                    else:
+                        await _serve_with_stdio(server, sock, app, wire)
         return bool(server.started)
     except BaseExceptionGroup as group:
         # Start-up runs inside task groups, which wrap a refusal such as a tool-name clash.
@@ -83,6 +90,24 @@ async def serve(
         if refused is None or rest is not None:
             raise
         raise _first_leaf(refused) from None
+
+
+async def _serve_with_stdio(
+    server: uvicorn.Server, sock: socket.socket, app: Any, wire: Wire
+) -> None:
+    """uvicorn for the devices (and HTTP agents) beside the agent's stdio connection; whichever
+    ends first ends the other: a closed stdin stops the server, a signal closes the line."""
+    assembly = app.state.voicegate
+    front = StdioFront(assembly.reads.server, assembly.tools)
+    async with anyio.create_task_group() as both:
+
+        async def web() -> None:
+            await server.serve(sockets=[sock])
+            both.cancel_scope.cancel()
+
+        both.start_soon(web)
+        await front.serve(wire)
+        server.should_exit = True
 
 
 def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
