@@ -35,7 +35,7 @@ from pathlib import Path
 from voicegate.errors import AudioRefused
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
-from voicegate.voice import audio, calibration, consent, decision
+from voicegate.voice import audio, calibration, consent, decision, windows
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.transcribe import Heard, Hearing, Transcriber, Utterance
 
@@ -347,6 +347,14 @@ def main() -> int:
             default=None,
             help="the encoder window to hear at (default: the model's calibration)",
         )
+        p.add_argument(
+            "--short-tail",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="with --window short: quiet heard after the clip (default "
+            f"{windows.SHORT_TAIL_FRAMES / 100:g} s, what a short-window server hears)",
+        )
         p.add_argument("--per-word", type=int, default=10**6, help="speech_commands clips a word")
         p.add_argument("--json", default=None)
         p.add_argument("--support-sweep", action="store_true")
@@ -360,6 +368,9 @@ def main() -> int:
             "with its own --cache, share the clips; concatenate the caches afterwards",
         )
     args = parser.parse_args()
+    if args.short_tail is not None:
+        # A window of another length, for measuring it; no server hears at it.
+        windows.SHORT_TAIL_FRAMES = round(args.short_tail * 100)
     return hear(args) if args.command == "hear" else fit(args)
 
 

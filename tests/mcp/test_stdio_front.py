@@ -1,33 +1,44 @@
 """The agent on stdio (``voicegate serve --stdio``): the SDK path's answers, reads by the gate.
 
-Each request is sent on two connections over the same gated tools, a real notes upstream
-behind them: one whose front answers plain reads itself, and one that hands every message to
-the SDK's server (what ``mcp.server.stdio`` would do). The answers must be the same, and only
-plain reads on a 2026-07-28 connection may be answered by the front. A real ``voicegate
+Each exchange runs twice over the same gated tools, a real notes upstream behind them: through
+the front, and through the SDK's own stdio transport (``mcp.server.stdio``) with no front, the
+reference. The answers must be the same, and only plain reads on a 2026-07-28 connection may be
+answered by the front (its count is ``ReadPass.answered``). A real ``voicegate
 serve --stdio`` process is then driven over its own stdin and stdout, raw and by the SDK's
 client in both eras.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pty
+import shlex
+import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.types import CONNECTION_CLOSED
 
-from tests.mcp.harness import Running, data, serve, tap_in_process
+from tests.mcp.harness import Running, data, register_device, serve, tap_in_process
 from tests.mcp.test_read_pass import META, NOT_PLAIN_READS, PLAIN_READS, POLICY, call
 from voicegate.mcp.stdio_front import StdioFront, Wire
 
 NOTES = f"{sys.executable} -m voicegate.mcp.notes"
+Serve = Callable[[Wire], Awaitable[None]]
 OPENING = {"jsonrpc": "2.0", "id": "open", "method": "tools/list", "params": {"_meta": META}}
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -46,171 +57,251 @@ NOT_PLAIN_READS_BY_BODY = [
     call("list_notes", {}, _meta={**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}),
     call("list_notes", {}, _meta={"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
 ]
-# Lines that are not one JSON-RPC request: the SDK's own answer (here silence) for each.
-UNREADABLE = [b"not json\n", b'{"jsonrpc":"2.0","method":"notifications/cancelled"}\n']
 
 
-def _answered(message: Any) -> bool:
-    """Whether the SDK answers ``message`` at all: a JSON-RPC 2.0 request with a valid id."""
+def answered(message: Any) -> int:
+    """1 when the SDK answers ``message`` at all (a JSON-RPC 2.0 request with a valid id)."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or "method" not in message:
-        return False
+        return 0
     ident = message.get("id")
-    return isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool))
+    return int(isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)))
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def encoded(message: Any) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+class _TextIn:
+    """Lines for ``mcp.server.stdio``, decoded as it decodes the process's stdin."""
+
+    def __init__(self, lines: AsyncIterator[bytes]) -> None:
+        self.lines = lines
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for raw in self.lines:
+            for text in io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="replace"):
+                yield text
+
+
+class _TextOut:
+    def __init__(self, write: Callable[[bytes], Awaitable[None]]) -> None:
+        self._write = write
+
+    async def write(self, text: str) -> None:
+        await self._write(text.encode())
+
+    async def flush(self) -> None:
+        return None
+
+
+def sdk_alone(server: Server[Any]) -> Serve:
+    """The reference: the same server on the SDK's own stdio transport, no front."""
+
+    async def serve(wire: Wire) -> None:
+        stdin, stdout = _TextIn(wire.lines), _TextOut(wire.write)
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):  # type: ignore[arg-type]
+            await server.run(read, write, server.create_initialization_options())
+
+    return serve
 
 
 async def exchange(
-    front: StdioFront, messages: list[Any], extra: tuple[bytes, ...] = (), extra_answers: int = 0
+    serve: Serve, lines: list[bytes], answers_due: int, *, close_early: bool = False
 ) -> list[Any]:
-    """Send ``messages`` (then ``extra`` raw lines) on one connection; the answers, in order of
-    arrival, once every request (and ``extra_answers`` more) has its answer and the agent has
-    closed its end."""
+    """Send ``lines`` on one connection; every answer, in order of arrival. The agent keeps its
+    end open until ``answers_due`` answers came (or closes it at once, ``close_early``)."""
     answers: list[Any] = []
-    expected = sum(map(_answered, messages)) + extra_answers
     done = anyio.Event()
 
-    async def lines() -> AsyncIterator[bytes]:
-        for message in messages:
-            yield json.dumps(message).encode() + b"\n"
-        for line in extra:
+    async def source() -> AsyncIterator[bytes]:
+        for line in lines:
             yield line
-        with anyio.fail_after(30):
-            await done.wait()
+        if not close_early:
+            with anyio.fail_after(30):
+                await done.wait()
 
     async def write(line: bytes) -> None:
         assert line.endswith(b"\n") and line.count(b"\n") == 1
         answers.append(json.loads(line))
-        if len(answers) >= expected:
+        if len(answers) >= answers_due:
             done.set()
 
     with anyio.fail_after(60):
-        await front.serve(Wire(lines(), write))
+        await serve(Wire(source(), write))
     return answers
 
 
-def _by_id(answers: list[Any]) -> dict[str, Any]:
-    return {json.dumps(a.get("id")): a for a in answers}
+def by_id(answers: list[Any]) -> dict[str, Any]:
+    """The answers by id; exactly one answer per id."""
+    ids = [json.dumps(a.get("id")) for a in answers]
+    assert len(ids) == len(set(ids)), ids
+    return dict(zip(ids, answers, strict=True))
+
+
+async def both(running: Running, lines: list[bytes], due: int, **how: Any) -> list[Any]:
+    """The front's answers, checked equal to the SDK's alone; and the count of reads it took."""
+    front = StdioFront(running.assembly.reads)
+    ours = await exchange(front.serve, lines, due, **how)
+    theirs = await exchange(sdk_alone(running.assembly.reads.server), lines, due, **how)
+    assert by_id(ours) == by_id(theirs), lines
+    return ours
 
 
 async def test_every_request_gets_the_answer_the_sdk_gives(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as running:
-        server, tools = running.assembly.reads.server, running.assembly.tools
-        fast, sdk = StdioFront(server, tools), StdioFront(server, tools, fast_reads=False)
-        for body, _ in PLAIN_READS:
-            before = fast.answered
-            ours = await exchange(fast, [OPENING, body])
-            assert fast.answered == before + 1, body
-            assert _by_id(ours) == _by_id(await exchange(sdk, [OPENING, body])), body
+        reads = running.assembly.reads
+        # The HTTP front's plain reads, and one whose id the SDK correlates as 7 (echoed as "7").
+        for body in [b for b, _ in PLAIN_READS] + [call("sleep", {"seconds": 0}) | {"id": "7"}]:
+            before = reads.answered
+            await both(running, [encoded(OPENING), encoded(body)], 2)
+            assert reads.answered == before + 1, body
         for body in NOT_PLAIN_READS_BY_BODY:
-            before = fast.answered
-            ours = await exchange(fast, [OPENING, body])
-            assert _by_id(ours) == _by_id(await exchange(sdk, [OPENING, body])), body
-            assert fast.answered == before, body
-        assert sdk.answered == 0
-        # Each front reached the upstream for each plain read of list_notes (four each).
-        stats = await exchange(fast, [OPENING, call("stats", {}, request_id="s")])
-        assert _by_id(stats)['"s"']["result"]["structuredContent"]["calls"]["list_notes"] == 8
+            before = reads.answered
+            await both(running, [encoded(OPENING), encoded(body)], 1 + answered(body))
+            assert reads.answered == before, body
+        # Each path reached the upstream for each plain read of list_notes (four each).
+        stats = await both(
+            running, [encoded(OPENING), encoded(call("stats", {}, request_id="s"))], 2
+        )
+        assert by_id(stats)['"s"']["result"]["structuredContent"]["calls"]["list_notes"] == 8
+
+
+async def test_lines_the_sdk_reads_otherwise_are_read_as_it_reads_them(tmp_path: Path) -> None:
+    read = encoded(call("list_notes", {}, request_id="r"))
+    odd = [
+        b"\xef\xbb\xbf" + read,  # a byte-order mark
+        json.dumps(call("read_note", {"name": "\ud800"}, request_id="s")).encode() + b"\n",
+        encoded(call("list_notes", {}, request_id="e") | {"error": {"code": 1, "message": "x"}}),
+        encoded(call("read_note", {"name": "x"}, request_id="u"))[:-3] + b'\xff"}}}\n',
+        b"not json\n",
+    ]
+    async with serve(tmp_path, POLICY) as running:
+        for line in odd:
+            # Each alone on a modern connection, then the same as the opening line.
+            await both(running, [encoded(OPENING), line, read], 2)
+            lines = [line, encoded(INITIALIZE), encoded(INITIALIZED), read]
+            await both(running, lines, 2)
 
 
 async def test_the_first_request_decides_the_era_and_only_a_modern_one_is_read_here(
     tmp_path: Path,
 ) -> None:
     async with serve(tmp_path, POLICY) as running:
-        front = StdioFront(running.assembly.reads.server, running.assembly.tools)
+        reads = running.assembly.reads
         # Opened by the read itself: the SDK answers it, and decides the era by it.
         opened_by_read = [call("list_notes", {}), call("list_notes", {}, request_id=2)]
-        first = await exchange(front, opened_by_read)
-        assert {a["id"] for a in first} == {1, 2}
+        first = await both(running, [encoded(m) for m in opened_by_read], 2)
         assert all(a["result"]["structuredContent"] == {"notes": {}} for a in first)
-        assert front.answered == 1
+        assert reads.answered == 1
         # The handshake era: every message is the SDK's, reads included.
         legacy_read = {"jsonrpc": "2.0", "id": 5, "method": "tools/call"}
         legacy_read["params"] = {"name": "list_notes", "arguments": {}}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        legacy = await exchange(front, [INITIALIZE, initialized, legacy_read])
-        assert _by_id(legacy)["5"]["result"]["structuredContent"] == {"notes": {}}
-        assert front.answered == 1
+        legacy = await both(
+            running, [encoded(m) for m in (INITIALIZE, INITIALIZED, legacy_read)], 2
+        )
+        assert by_id(legacy)["5"]["result"]["structuredContent"] == {"notes": {}}
         # An enveloped read on a handshake-era connection is the SDK's refusal, not a read.
         enveloped = call("list_notes", {}, request_id=6)
-        mixed = await exchange(front, [INITIALIZE, initialized, enveloped])
-        assert "error" in _by_id(mixed)["6"]
-        assert front.answered == 1
+        mixed = await both(running, [encoded(m) for m in (INITIALIZE, INITIALIZED, enveloped)], 2)
+        assert "error" in by_id(mixed)["6"]
         # A first line that is no request (JSON-RPC 1.0) decides nothing, for the SDK or here.
         unread = call("list_notes", {}, request_id=7) | {"jsonrpc": "1.0"}
-        late = await exchange(front, [unread, INITIALIZE, initialized, enveloped])
-        assert "error" in _by_id(late)["6"]
-        assert front.answered == 1
+        late = await both(
+            running, [encoded(m) for m in (unread, INITIALIZE, INITIALIZED, enveloped)], 2
+        )
+        assert "error" in by_id(late)["6"]
+        assert reads.answered == 1
 
 
-async def test_lines_that_are_no_request_get_the_sdk_answer(tmp_path: Path) -> None:
+async def test_a_cancelled_read_gets_no_answer_and_the_next_one_does(tmp_path: Path) -> None:
+    slow = call("sleep", {"seconds": 20}, request_id="slow")
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+    cancel["params"] = {"requestId": "slow", "reason": "the agent gave up"}
+    after = call("list_notes", {}, request_id="after")
     async with serve(tmp_path, POLICY) as running:
-        server, tools = running.assembly.reads.server, running.assembly.tools
-        fast, sdk = StdioFront(server, tools), StdioFront(server, tools, fast_reads=False)
-        after = json.dumps(call("list_notes", {}, request_id="after")).encode() + b"\n"
-        lines = (*UNREADABLE, after)
-        ours = await exchange(fast, [OPENING], lines, extra_answers=1)
-        assert _by_id(ours) == _by_id(await exchange(sdk, [OPENING], lines, extra_answers=1))
-        # Neither answers an unreadable line (the SDK logs it); the connection goes on.
-        assert set(_by_id(ours)) == {'"open"', '"after"'}
-        assert fast.answered == 1
+        started = time.monotonic()
+        answers = await both(running, [encoded(m) for m in (OPENING, slow, cancel, after)], 2)
+        assert set(by_id(answers)) == {'"open"', '"after"'}
+        assert time.monotonic() - started < 20  # neither waited for the read it was told to drop
+
+
+async def test_a_read_running_when_the_agent_closes_its_end_ends_as_the_sdk_ends_its_own(
+    tmp_path: Path,
+) -> None:
+    slow = call("sleep", {"seconds": 20}, request_id="slow")
+    async with serve(tmp_path, POLICY) as running:
+        started = time.monotonic()
+        lines = [encoded(OPENING), encoded(slow)]
+        answers = await both(running, lines, 0, close_early=True)
+        assert time.monotonic() - started < 20
+        # Each request still running is told the connection closed, by the SDK and the front.
+        closed = by_id(answers)['"slow"']["error"]
+        assert closed == {"code": CONNECTION_CLOSED, "message": "Connection closed"}, answers
 
 
 async def test_a_write_on_stdio_waits_for_the_device_and_runs_once_tapped(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as running:
-        front = StdioFront(running.assembly.reads.server, running.assembly.tools)
+        front = StdioFront(running.assembly.reads)
+        await register_device(running)  # a paired device, so the write waits for it
         write = call("write_note", {"name": "n", "text": "t"}, request_id="w")
-        status = await _pending_reply(front, write, running)
+        answers = await exchange(front.serve, [encoded(OPENING), encoded(write)], 2)
+        status = by_id(answers)['"w"']["result"]["structuredContent"]
         assert status["status"] == "pending_user_confirmation", status
-        assert front.answered == 0
+        assert running.assembly.reads.answered == 0
         outcome = await tap_in_process(running, status["pending_id"])
         assert outcome is not None
-        read = await exchange(front, [OPENING, call("read_note", {"name": "n"}, request_id="r")])
-        assert _by_id(read)['"r"']["result"]["structuredContent"] == {"name": "n", "text": "t"}
-        stats = await exchange(front, [OPENING, call("stats", {}, request_id="s")])
-        assert _by_id(stats)['"s"']["result"]["structuredContent"]["calls"]["write_note"] == 1
+        read = call("read_note", {"name": "n"}, request_id="r")
+        answers = await exchange(front.serve, [encoded(OPENING), encoded(read)], 2)
+        assert by_id(answers)['"r"']["result"]["structuredContent"] == {"name": "n", "text": "t"}
+        stats = call("stats", {}, request_id="s")
+        answers = await exchange(front.serve, [encoded(OPENING), encoded(stats)], 2)
+        assert by_id(answers)['"s"']["result"]["structuredContent"]["calls"]["write_note"] == 1
 
 
-async def _pending_reply(front: StdioFront, write: Any, running: Running) -> dict[str, Any]:
-    from tests.mcp.harness import register_device
-
-    await register_device(running)  # a paired device, so the write waits for it
-    answers = await exchange(front, [OPENING, write])
-    result = _by_id(answers)['"w"']["result"]
-    content: dict[str, Any] = result["structuredContent"]
-    return content
-
-
-def _gate_command(tmp_path: Path) -> list[str]:
+def _gate_command(tmp_path: Path, port: int = 0) -> list[str]:
     return [
         sys.executable, "-m", "voicegate.cli", "serve", "--stdio", "--upstream-cmd", NOTES,
-        "--reads", "list_notes,read_note", "--db", str(tmp_path / "gate.db"), "--port", "0",
-        "--no-voice",
+        "--reads", "list_notes,read_note", "--db", str(tmp_path / "gate.db"),
+        "--port", str(port), "--no-voice",
     ]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def test_a_real_stdio_gate_answers_on_stdout_alone_and_ends_with_its_stdin(tmp_path: Path) -> None:
     sent = [OPENING, call("list_notes", {}, request_id=2)]
     sent.append(call("read_note", {"name": "x"}, request_id=3))
+    port = _free_port()
     proc = subprocess.Popen(
-        _gate_command(tmp_path),
+        _gate_command(tmp_path, port),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in sent))
     proc.stdin.flush()
     answers = [json.loads(proc.stdout.readline()) for _ in sent]
+    # Both reads were answered by the gate's own read path, not the SDK's.
+    health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
+    assert health["reads_answered"] == 2, health
     proc.stdin.close()
     assert proc.wait(timeout=60) == 0
     with proc.stdout, proc.stderr or open(os.devnull, "rb") as err:
         stderr = err.read().decode()
         assert proc.stdout.read() == b""  # the banner and the logs went to stderr, not the wire
     assert "Agent MCP: this command's stdin and stdout" in stderr
-    by_id = _by_id(answers)
-    assert by_id["2"]["result"]["structuredContent"] == {"notes": {}}
-    assert by_id["3"]["result"]["structuredContent"] == {"name": "x", "text": None}
-    tools = [t["name"] for t in by_id['"open"']["result"]["tools"]]
+    got = by_id(answers)
+    assert got["2"]["result"]["structuredContent"] == {"notes": {}}
+    assert got["3"]["result"]["structuredContent"] == {"name": "x", "text": None}
+    tools = [t["name"] for t in got['"open"']["result"]["tools"]]
     assert {"list_notes", "write_note", "pending_status"} <= set(tools)
 
 
@@ -254,3 +345,68 @@ def test_a_host_that_stops_reading_does_not_crash_the_gate(tmp_path: Path) -> No
     assert proc.wait(timeout=60) == 0  # and it still served to the end of its stdin
     watcher.join(timeout=10)
     proc.stderr.close()
+
+
+def _wait_for(stream: IO[bytes], text: bytes, timeout: float = 60) -> threading.Thread:
+    """Read ``stream`` on a thread until a line holds ``text``; the thread reads on to its end."""
+    seen = threading.Event()
+
+    def watch() -> None:
+        for line in stream:
+            if text in line:
+                seen.set()
+
+    reader = threading.Thread(target=watch, daemon=True)
+    reader.start()
+    assert seen.wait(timeout), text
+    return reader
+
+
+def _wait_until_served(port: int) -> None:
+    """Until the gate's HTTP side answers: from then on a signal stops it gracefully."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)  # polling a starting server, not part of any check
+    raise AssertionError(f"nothing answered on port {port}")
+
+
+def test_a_gate_on_a_terminal_stops_at_a_signal(tmp_path: Path) -> None:
+    main, terminal = pty.openpty()
+    port = _free_port()
+    try:
+        proc = subprocess.Popen(
+            _gate_command(tmp_path, port),
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stderr is not None and proc.stdout is not None
+        reader = _wait_for(proc.stderr, b"Agent MCP: this command's stdin and stdout")
+        _wait_until_served(port)
+        proc.send_signal(signal.SIGTERM)
+        # Nothing typed on the terminal: the read must not hold the process.
+        assert proc.wait(timeout=30) == 0
+        reader.join(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+    finally:
+        os.close(main)
+        os.close(terminal)
+
+
+def test_the_wire_keeps_its_blocking_mode_for_whoever_shares_it(tmp_path: Path) -> None:
+    probe = f"{sys.executable} -c 'import os; print(os.get_blocking(0), os.get_blocking(1))'"
+    script = f"{shlex.join(_gate_command(tmp_path))} < /dev/stdin; {probe}"
+    done = subprocess.run(
+        ["/bin/sh", "-c", script],
+        input=encoded(OPENING),
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    # The sibling after it finds both descriptors blocking, as they were before the gate ran.
+    assert done.stdout.splitlines()[-1] == b"True True"

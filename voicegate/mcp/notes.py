@@ -13,11 +13,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 PIDFILE_ENV = "VOICEGATE_NOTES_PIDFILE"
-# Adds a ``crash`` tool that ends the process mid-call, so tests can kill an upstream on cue.
+# Adds two tools for tests: ``crash`` ends the process mid-call, so a test can kill an upstream
+# on cue, and ``sleep`` is a read that takes as long as it is asked, so a test can hold one.
 CRASH_ENV = "VOICEGATE_NOTES_CRASH_TOOL"
 
 READ = ToolAnnotations(read_only_hint=True)
@@ -68,6 +70,12 @@ def build_notes_server(name: str = "notes", *, crash_tool: bool = False) -> MCPS
         def crash() -> str:
             """End this server process while the call is in flight."""
             os._exit(3)
+
+        @server.tool(annotations=READ)
+        async def sleep(seconds: float) -> dict[str, Any]:
+            """Answer after ``seconds`` (at most 30)."""
+            await anyio.sleep(min(max(seconds, 0.0), 30.0))
+            return {"slept": seconds}
 
     return server
 

@@ -5,33 +5,41 @@ stdout. ``voicegate serve --stdio`` is such a command: the agent talks to it the
 user still approves on the paired device, over the HTTP server the same process runs. Nothing
 on stdin can approve: the approval routes are HTTP only and need a paired device's signature.
 
-Every message goes to the SDK's server, as ``mcp.server.stdio`` would hand it over, except a
-plain read on a 2026-07-28 connection: that is answered here, by the same checks and the same
-shaping as the HTTP front's ``ReadPass`` (the SDK's per-request machinery costs more than the
-read itself; docs/benchmarks.md, P3). The first request of a connection always goes to the
-SDK, which decides the connection's era by it; reads are answered here only when that era is
-2026-07-28. Anything this path does not know to be a plain read goes to the SDK unchanged.
+Each line is read as ``mcp.server.stdio`` reads it (UTF-8, undecodable bytes replaced, one
+JSON-RPC message) and handed to the SDK's server, except a plain read on a 2026-07-28
+connection: that is answered here, by the same checks and the same shaping as the HTTP front's
+``ReadPass`` (the SDK's per-request machinery costs more than the read itself;
+docs/benchmarks.md, P3). The first request of a connection always goes to the SDK, which
+decides the connection's era by it; reads are answered here only when that era is 2026-07-28.
+A read answered here ends as the SDK ends its own: a ``notifications/cancelled`` naming it
+stops it with no answer, and the agent closing its end stops it with "Connection closed".
+A line longer than ``MAX_LINE`` is dropped with a warning (the HTTP front refuses such a body).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import stat
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server import Server
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    CONNECTION_CLOSED,
+    ErrorData,
     JSONRPCError,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
     RequestId,
@@ -40,17 +48,19 @@ from mcp.types import (
 from mcp_types import methods
 from pydantic import ValidationError
 
-from voicegate.mcp.read_pass import answer_read
-from voicegate.mcp.server import GatedTools
+from voicegate.canonical import MAX_BYTES
+from voicegate.mcp.read_pass import ReadPass, answer_read
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StdioFront", "Wire", "process_wire"]
+__all__ = ["MAX_LINE", "StdioFront", "Wire", "process_wire"]
 
 _VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 # The params a plain read carries (as ``ReadPass``): a multi-round call goes to the SDK.
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
-_MAX_LINE = 16 * 1024 * 1024  # one JSON-RPC message; a longer line ends the connection
+# Twice the largest arguments canonical hashing accepts, as the HTTP front's body limit: a
+# bigger tools/call could never be approved.
+MAX_LINE = 2 * MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,18 +72,20 @@ class Wire:
 
 
 class StdioFront:
-    """Serves one agent connection over a ``Wire``, reads by itself and the rest by the SDK."""
+    """Serves one agent connection over a ``Wire``: reads by itself, the rest by the SDK.
 
-    def __init__(self, server: Server[Any], tools: GatedTools, *, fast_reads: bool = True) -> None:
-        self.server = server
-        self.tools = tools
-        self.fast_reads = fast_reads
-        self.answered = 0  # reads answered here rather than by the SDK, for tests
+    Reads it answers are counted on ``reads.answered``, with the HTTP front's.
+    """
+
+    def __init__(self, reads: ReadPass) -> None:
+        self.reads = reads
         self._modern: bool | None = None  # the era, once the first request decided it
+        self._running: dict[RequestId, anyio.CancelScope] = {}  # reads answered here, by id
+        self._closing = False
 
     async def serve(self, wire: Wire) -> None:
         """Until the agent closes its end (EOF on the lines); one connection at a time."""
-        self._modern = None
+        self._modern, self._closing = None, False
         to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
         sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](16)
         lock = anyio.Lock()
@@ -89,78 +101,105 @@ class StdioFront:
                 async for line in wire.lines:
                     if not line.strip():
                         continue
-                    call = self._plain_read(line)
+                    message = _message(line)
+                    call = self._plain_read(message)
                     if call is None:
-                        await to_sdk.send(_message(line))
+                        self._cancel(message)
+                        await to_sdk.send(message)
                     else:
-                        reads.start_soon(self._read, call, line, to_sdk, send)
+                        # Known as running from now on, so a cancel or EOF right after reaches it.
+                        scope = self._running[coerce_request_id(call.id)] = anyio.CancelScope()
+                        reads.start_soon(self._read, call, scope, to_sdk, send)
+                # The agent closed its end: the reads still running end as the SDK's do.
+                self._closing = True
+                for scope in list(self._running.values()):
+                    scope.cancel()
 
     async def _run_sdk(
         self,
         sdk_in: MemoryObjectReceiveStream[SessionMessage | Exception],
         sdk_out: MemoryObjectSendStream[SessionMessage],
     ) -> None:
-        options = self.server.create_initialization_options()
-        await self.server.run(sdk_in, sdk_out, options)
+        server = self.reads.server
+        await server.run(sdk_in, sdk_out, server.create_initialization_options())
 
-    def _plain_read(self, line: bytes) -> _Call | None:
-        """The checked read in ``line``, or None for anything the SDK must answer."""
-        try:
-            decoded = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(decoded, dict) or "id" not in decoded or "method" not in decoded:
-            return None  # a notification or a response: the SDK's
-        params = decoded.get("params")
+    def _plain_read(self, message: SessionMessage | Exception) -> _Call | None:
+        """The checked read in ``message``, or None for anything the SDK must answer."""
+        if isinstance(message, Exception) or not isinstance(message.message, JSONRPCRequest):
+            return None  # unreadable, a notification or a response: the SDK's
+        request = message.message
+        params = request.params
         if self._modern is None:
-            # The SDK decides the era by the first line that is a request, and must see it to
-            # decide alike; a line it cannot read as one decides nothing.
-            try:
-                JSONRPCRequest.model_validate(decoded)
-            except ValidationError:
-                return None
-            meta = params.get("_meta") if isinstance(params, dict) else None
+            # The SDK decides the era by this same request; it must see it to decide alike.
+            meta = params.get("_meta") if params else None
             enveloped = isinstance(meta, dict) and _VERSION_KEY in meta
-            self._modern = decoded["method"] != "initialize" and enveloped
+            self._modern = request.method != "initialize" and enveloped
             return None
-        if not (self.fast_reads and self._modern) or decoded["method"] != "tools/call":
+        if not self._modern or request.method != "tools/call":
             return None
-        if not isinstance(params, dict) or not _PLAIN_PARAMS.issuperset(params):
+        if coerce_request_id(request.id) in self._running:  # its id is taken: the SDK's call
+            return None
+        if not params or not _PLAIN_PARAMS.issuperset(params):
             return None
         name, arguments = params.get("name"), params.get("arguments") or {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return None
-        if not self.tools.catalog.is_read(name):
+        if not self.reads.is_read(name):
             return None
-        route = classify_inbound_request(decoded)
+        route = classify_inbound_request({"method": request.method, "params": params})
         if isinstance(route, InboundLadderRejection):
             return None
         try:
-            # The envelope as the SDK reads it (version, id), then the params for this version.
-            call_id = JSONRPCRequest.model_validate(decoded).id
             methods.validate_client_request("tools/call", route.protocol_version, params)
         except (ValidationError, KeyError, ValueError):
             return None
-        return _Call(call_id, route.protocol_version, name, arguments)
+        return _Call(message, request.id, route.protocol_version, name, arguments)
+
+    def _cancel(self, message: SessionMessage | Exception) -> None:
+        """A ``notifications/cancelled`` naming a read answered here stops it, with no answer
+        (the SDK does the same for its own requests; the notice goes on to it as well)."""
+        if isinstance(message, Exception) or not isinstance(message.message, JSONRPCNotification):
+            return
+        if message.message.method != "notifications/cancelled":
+            return
+        named = cancelled_request_id_from_params(message.message.params)
+        scope = self._running.get(coerce_request_id(named)) if named is not None else None
+        if scope is not None:
+            scope.cancel()
 
     async def _read(
         self,
         call: _Call,
-        line: bytes,
+        scope: anyio.CancelScope,
         to_sdk: MemoryObjectSendStream[SessionMessage | Exception],
         send: Callable[[bytes], Awaitable[None]],
     ) -> None:
-        tools, server = self.tools, self.server
-        answer = await answer_read(tools, server, call.id, call.version, call.name, call.arguments)
-        if answer is None:  # not a listed read after all: the SDK answers, as it always would
-            await to_sdk.send(_message(line))
+        reads = self.reads
+        answer: JSONRPCResponse | JSONRPCError | None = None
+        try:
+            with scope:
+                answer = await answer_read(
+                    reads.tools, reads.server, call.id, call.version, call.name, call.arguments
+                )
+        finally:
+            # "7" and 7 are one id, as the SDK correlates them.
+            del self._running[coerce_request_id(call.id)]
+        if scope.cancelled_caught:
+            if self._closing:
+                closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
+                with anyio.CancelScope(shield=True):
+                    await send(_line(JSONRPCError(jsonrpc="2.0", id=call.id, error=closed)))
             return
-        self.answered += 1
+        if answer is None:  # not a listed read after all: the SDK answers, as it always would
+            await to_sdk.send(call.message)
+            return
+        reads.answered += 1
         await send(_line(answer))
 
 
 @dataclass(frozen=True, slots=True)
 class _Call:
+    message: SessionMessage
     id: RequestId
     version: str
     name: str
@@ -168,10 +207,12 @@ class _Call:
 
 
 def _message(line: bytes) -> SessionMessage | Exception:
-    """The line as ``mcp.server.stdio`` hands it to the server: a message, or why it is not."""
+    """The line as ``mcp.server.stdio`` reads it: UTF-8 with undecodable bytes replaced, then
+    one JSON-RPC message, or why it is not one (the SDK decides what, if anything, to answer)."""
     try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except Exception as exc:  # boundary: the SDK answers an unreadable line itself
+        text = line.decode("utf-8", errors="replace")
+        return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except Exception as exc:  # boundary: handed to the SDK, as its own stdio reader does
         return exc
 
 
@@ -197,10 +238,13 @@ def process_wire() -> Iterator[Wire]:
 
     While it is open, file descriptor 1 points at stderr and 0 at the null device, so a stray
     ``print`` (the banner included) or a child process can never write into the agent's
-    stream; the wire is served from private copies of the two descriptors, which are put back
-    on exit.
+    stream; the wire is served from private copies of the two descriptors (above 2, closed on
+    exec), which are put back on exit, with their blocking mode as it was.
     """
-    wire_in, wire_out = os.dup(0), os.dup(1)
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    blocking = os.get_blocking(wire_out)
+    sys.stdout.flush()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -208,52 +252,54 @@ def process_wire() -> Iterator[Wire]:
     try:
         yield Wire(_lines(wire_in), _writer(wire_out))
     finally:
+        # Anything still buffered for stdout goes to stderr, where fd 1 points now.
+        sys.stdout.flush()
+        os.set_blocking(wire_out, blocking)
         os.dup2(wire_in, 0)
         os.dup2(wire_out, 1)
         os.close(wire_in)
         os.close(wire_out)
 
 
-def _is_pipe(fd: int) -> bool:
-    """A pipe or a socket, which the event loop can wait on; a file or a terminal it cannot
-    (and a terminal's non-blocking flag would be its other users' too)."""
+def _waitable(fd: int) -> bool:
+    """A pipe, a socket or a terminal, which the event loop can wait on; a file it cannot
+    (and a file never blocks)."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
 async def _lines(fd: int) -> AsyncIterator[bytes]:
-    """Lines from ``fd``: on a pipe the loop waits on it, with no thread per line."""
-    pipe = _is_pipe(fd)
-    if pipe:
-        os.set_blocking(fd, False)
+    """Lines from ``fd``. The loop waits until it is readable, then one read cannot block, so
+    the descriptor keeps its blocking mode (it may be shared) and no thread holds it."""
+    waitable = _waitable(fd)
     buffer = b""
+    dropping = False
     while True:
-        if pipe:
+        if waitable:
             await anyio.wait_readable(fd)
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                continue
-        else:
-            chunk = await anyio.to_thread.run_sync(os.read, fd, 65536)
+        chunk = os.read(fd, 65536)
         if not chunk:
-            if buffer:
+            if buffer and not dropping:
                 yield buffer
             return
         buffer += chunk
         while (end := buffer.find(b"\n")) >= 0:
-            yield buffer[: end + 1]
-            buffer = buffer[end + 1 :]
-        if len(buffer) > _MAX_LINE:
-            logger.warning("agent sent a line over %d bytes; closing the connection", _MAX_LINE)
-            return
+            if not dropping:
+                yield buffer[: end + 1]
+            dropping, buffer = False, buffer[end + 1 :]
+        if len(buffer) > MAX_LINE:
+            if not dropping:
+                logger.warning("dropped a line from the agent over %d bytes", MAX_LINE)
+            dropping, buffer = True, b""
 
 
 def _writer(fd: int) -> Callable[[bytes], Awaitable[None]]:
-    pipe = _is_pipe(fd)
+    """Writes to ``fd`` that never block the loop on a pipe or socket (non-blocking while the
+    wire is open: ``process_wire`` restores the mode). A host that stopped reading is told
+    once on stderr; what it can no longer read is dropped."""
+    pipe = _waitable(fd) and not stat.S_ISCHR(os.fstat(fd).st_mode)
     if pipe:
         os.set_blocking(fd, False)
-
     gone = False
 
     async def write(data: bytes) -> None:
@@ -261,15 +307,10 @@ def _writer(fd: int) -> Callable[[bytes], Awaitable[None]]:
         view = memoryview(data)
         while view and not gone:
             try:
-                if pipe:
-                    view = view[os.write(fd, view) :]
-                else:
-                    view = view[await anyio.to_thread.run_sync(os.write, fd, view) :]
+                view = view[os.write(fd, view) :]
             except BlockingIOError:
                 await anyio.wait_writable(fd)
             except (BrokenPipeError, ConnectionError):
-                # The host stopped reading: nothing more can reach it; its closing our stdin
-                # (or a signal) ends the serving.
                 logger.warning("the agent's end of stdout is closed; answers are dropped")
                 gone = True
 

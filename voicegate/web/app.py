@@ -266,8 +266,13 @@ def _health(assembly: Assembly) -> APIRouter:
 
     @router.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, Any]:
-        """Liveness, and how many upstream sessions this process has opened."""
-        return {"status": "ok", "upstream_sessions": assembly.pool.connects}
+        """Liveness, how many upstream sessions this process has opened, and how many agent
+        reads the gate's own read path answered (HTTP and stdio fronts together)."""
+        return {
+            "status": "ok",
+            "upstream_sessions": assembly.pool.connects,
+            "reads_answered": assembly.reads.answered,
+        }
 
     return router
 

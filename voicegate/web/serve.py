@@ -98,7 +98,7 @@ async def _serve_with_stdio(
     """uvicorn for the devices (and HTTP agents) beside the agent's stdio connection; whichever
     ends first ends the other: a closed stdin stops the server, a signal closes the line."""
     assembly = app.state.voicegate
-    front = StdioFront(assembly.reads.server, assembly.tools)
+    front = StdioFront(assembly.reads)
     async with anyio.create_task_group() as both:
 
         async def web() -> None:
