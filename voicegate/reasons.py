@@ -143,8 +143,8 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.NOT_A_WRITE: "This action is not a registered write; nothing ran.",
     Reason.EVIDENCE_REUSED: "This answer was already used; answer again.",
     Reason.EXTENSION_LIMIT: "No more extensions; decide now or cancel.",
-    Reason.UPSTREAM_FAILED: "The action was approved but the server running it failed; it will "
-    "not run again by itself.",
+    Reason.UPSTREAM_FAILED: "The server behind the gate failed or could not be reached; nothing "
+    "is retried by itself. If this was an approved write, check its status before asking again.",
     Reason.OUTCOME_UNRECORDED: "The action ran once, but the approval store is unreachable, so "
     "its receipt is not written yet; it will be written when the store returns. Do not run it "
     "again; check its status later.",

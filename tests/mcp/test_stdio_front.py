@@ -31,11 +31,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
-from mcp.types import CONNECTION_CLOSED
+from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST
 
 from tests.mcp.harness import Running, data, register_device, serve, tap_in_process
 from tests.mcp.test_read_pass import META, NOT_PLAIN_READS, PLAIN_READS, POLICY, call
-from voicegate.mcp.stdio_front import StdioFront, Wire
+from voicegate.mcp.stdio_front import MAX_LINE, StdioFront, Wire
 
 NOTES = f"{sys.executable} -m voicegate.mcp.notes"
 Serve = Callable[[Wire], Awaitable[None]]
@@ -410,3 +410,39 @@ def test_the_wire_keeps_its_blocking_mode_for_whoever_shares_it(tmp_path: Path) 
     )
     # The sibling after it finds both descriptors blocking, as they were before the gate ran.
     assert done.stdout.splitlines()[-1] == b"True True"
+
+
+def test_a_line_over_the_limit_is_refused_under_its_id_and_the_next_is_served(
+    tmp_path: Path,
+) -> None:
+    huge = call("read_note", {"name": "x" * (MAX_LINE + 1)}, request_id=9)
+    sent = [OPENING, huge, call("list_notes", {}, request_id=10)]
+    proc = subprocess.Popen(
+        _gate_command(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b"".join(encoded(m) for m in sent))
+    proc.stdin.flush()
+    got = by_id([json.loads(proc.stdout.readline()) for _ in sent])
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    with proc.stdout, proc.stderr as err:
+        assert b"refused a line from the agent" in err.read()
+    assert got["9"]["error"]["code"] == INVALID_REQUEST
+    assert got["10"]["result"]["structuredContent"] == {"notes": {}}
+
+
+@pytest.mark.parametrize("db", ["rel.db", "memory"])
+def test_the_banner_names_a_store_pair_can_reach_from_any_folder(tmp_path: Path, db: str) -> None:
+    command = _gate_command(tmp_path)
+    command[command.index("--db") + 1] = db
+    done = subprocess.run(command, input=b"", capture_output=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == b""
+    banner = done.stderr.decode()
+    if db == "memory":
+        assert "No device can pair" in banner and "Pair a device with" not in banner
+    else:
+        assert f"--db {tmp_path.resolve() / db} " in banner

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -41,6 +42,21 @@ async def test_a_missing_command_fails_as_not_found() -> None:
 
 async def test_a_command_that_exits_at_once_fails_as_closed_early() -> None:
     assert await failure_of(python("raise SystemExit(3)")) is Failure.CLOSED_EARLY
+
+
+async def test_a_command_that_never_answers_the_handshake_is_given_up_on_at_the_answer_timeout() -> (
+    None
+):
+    # It reads stdin and says nothing; a tool call's 300 s must not be what the handshake waits.
+    spec = python("import sys, time; sys.stdin.read(); time.sleep(60)")
+    started = time.monotonic()
+    async with UpstreamPool(spec, connect_attempts=1, backoff=0.0, answer_timeout=1.0) as pool:
+        assert pool.call_timeout == 300.0
+        with pytest.raises(UpstreamError) as refused:
+            await pool.list_tools()
+    assert time.monotonic() - started < 30
+    assert refused.value.failure is Failure.OTHER
+    assert "timed out" in refused.value.detail
 
 
 async def test_a_server_that_prints_a_banner_first_still_connects_and_lists_its_tools(

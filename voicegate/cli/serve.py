@@ -40,7 +40,7 @@ from voicegate.settings import (
     trusted_proxies_from,
     voice_in_flight_from,
 )
-from voicegate.store import redact, store_for
+from voicegate.store import redact, sqlite_path, store_for
 from voicegate.store.base import Store
 from voicegate.web.serve import Banner, Voice, free_port, port_free
 
@@ -294,15 +294,26 @@ async def stdio_banner(config: ServerConfig, store: Store, voice: VoicePipeline 
     the agent needs none on stdin, and a generated one is shown to nobody."""
     print("Agent MCP: this command's stdin and stdout", file=sys.stderr)
     print(f"Approve on your device: {config.base_url}/approve", file=sys.stderr)
-    print(f"Pair a device with: {pair_command(config)}", file=sys.stderr)
+    if sqlite_path(config.db) is None and not config.db.startswith("postgres"):
+        # No pairing code is printed here: the host may keep this stream where the agent reads.
+        print(
+            "No device can pair: voicegate pair cannot reach a memory store (use --db FILE)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"Pair a device with: {pair_command(config)}", file=sys.stderr)
     sys.stderr.flush()
 
 
 def pair_command(config: ServerConfig) -> str:
     """The ``voicegate pair`` command for this server's own store (a password masked) and its
     own address, so the code it prints sends the device to this server."""
+    # A SQLite file by its absolute path: the command may be run from another folder than the
+    # one the server (or the MCP host that started it) runs in.
+    path = sqlite_path(config.db)
+    db = str(Path(path).resolve()) if path else redact(config.db)
     return (
-        f"voicegate pair --user {shlex.quote(config.user)} --db {shlex.quote(redact(config.db))}"
+        f"voicegate pair --user {shlex.quote(config.user)} --db {shlex.quote(db)}"
         f" --url {shlex.quote(config.base_url)}"
     )
 

@@ -13,7 +13,8 @@ docs/benchmarks.md, P3). The first request of a connection always goes to the SD
 decides the connection's era by it; reads are answered here only when that era is 2026-07-28.
 A read answered here ends as the SDK ends its own: a ``notifications/cancelled`` naming it
 stops it with no answer, and the agent closing its end stops it with "Connection closed".
-A line longer than ``MAX_LINE`` is dropped with a warning (the HTTP front refuses such a body).
+A line longer than ``MAX_LINE`` is refused (as the HTTP front refuses such a body): an error
+under its id, found at the start of the line, and nothing done.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -37,6 +39,7 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 from mcp.types import (
     CONNECTION_CLOSED,
+    INVALID_REQUEST,
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
@@ -53,7 +56,7 @@ from voicegate.mcp.read_pass import ReadPass, answer_read
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_LINE", "StdioFront", "Wire", "process_wire"]
+__all__ = ["MAX_LINE", "StdioFront", "TooLong", "Wire", "process_wire"]
 
 _VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 # The params a plain read carries (as ``ReadPass``): a multi-round call goes to the SDK.
@@ -61,13 +64,23 @@ _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 # Twice the largest arguments canonical hashing accepts, as the HTTP front's body limit: a
 # bigger tools/call could never be approved.
 MAX_LINE = 2 * MAX_BYTES
+# Where a refused line's id is looked for: the start of the line, before its params.
+_HEAD = 4096
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+@dataclass(frozen=True, slots=True)
+class TooLong:
+    """A line over ``MAX_LINE``, of which only the start was kept, to find its id."""
+
+    head: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Wire:
     """One agent connection: its lines in (each with its newline) and a way to write a line."""
 
-    lines: AsyncIterator[bytes]
+    lines: AsyncIterator[bytes | TooLong]
     write: Callable[[bytes], Awaitable[None]]
 
 
@@ -99,6 +112,10 @@ class StdioFront:
             sdk.start_soon(_relay, from_sdk, send)
             async with to_sdk, anyio.create_task_group() as reads:
                 async for line in wire.lines:
+                    if isinstance(line, TooLong):
+                        logger.warning("refused a line from the agent over %d bytes", MAX_LINE)
+                        await send(_too_long(line.head))
+                        continue
                     if not line.strip():
                         continue
                     message = _message(line)
@@ -227,6 +244,19 @@ async def _relay(
             await send(text.encode() + b"\n")
 
 
+def _too_long(head: bytes) -> bytes:
+    """The refusal of a message over ``MAX_LINE``: under the request's id where the line's start
+    names one before its params (as clients write them), else under a null id."""
+    found = _ID.search(head)
+    params = head.find(b'"params"')
+    ident: Any = None
+    if found is not None and (params < 0 or found.start() < params):
+        ident = json.loads(found.group(1))
+    error = {"code": INVALID_REQUEST, "message": f"message over {MAX_LINE} bytes; nothing done"}
+    body = {"jsonrpc": "2.0", "id": ident, "error": error}
+    return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+
+
 def _line(message: JSONRPCResponse | JSONRPCError) -> bytes:
     body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"
@@ -268,29 +298,30 @@ def _waitable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-async def _lines(fd: int) -> AsyncIterator[bytes]:
+async def _lines(fd: int) -> AsyncIterator[bytes | TooLong]:
     """Lines from ``fd``. The loop waits until it is readable, then one read cannot block, so
-    the descriptor keeps its blocking mode (it may be shared) and no thread holds it."""
+    the descriptor keeps its blocking mode (it may be shared) and no thread holds it. A line
+    over ``MAX_LINE`` is not kept: only its start, to answer it."""
     waitable = _waitable(fd)
     buffer = b""
-    dropping = False
+    dropped: TooLong | None = None  # the line being skipped, while it goes on
     while True:
         if waitable:
             await anyio.wait_readable(fd)
         chunk = os.read(fd, 65536)
         if not chunk:
-            if buffer and not dropping:
-                yield buffer
+            if dropped is not None or buffer:
+                yield dropped or buffer
             return
         buffer += chunk
         while (end := buffer.find(b"\n")) >= 0:
-            if not dropping:
-                yield buffer[: end + 1]
-            dropping, buffer = False, buffer[end + 1 :]
+            line = buffer[: end + 1]
+            yield dropped or (TooLong(line[:_HEAD]) if end > MAX_LINE else line)
+            dropped, buffer = None, buffer[end + 1 :]
         if len(buffer) > MAX_LINE:
-            if not dropping:
-                logger.warning("dropped a line from the agent over %d bytes", MAX_LINE)
-            dropping, buffer = True, b""
+            if dropped is None:
+                dropped = TooLong(buffer[:_HEAD])
+            buffer = b""
 
 
 def _writer(fd: int) -> Callable[[bytes], Awaitable[None]]:

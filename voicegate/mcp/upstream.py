@@ -2,14 +2,13 @@
 
 The upstream is a stdio command, a Streamable HTTP URL or an in-process server object. The
 session opens on first use and is reused; for stdio that means one process, not one per call.
-If the upstream dies, the call in flight fails with ``UpstreamError`` (it is never retried: a
-write must run at most once) and the next call opens a fresh session, trying a bounded number
-of times. The tool list is cached until the upstream says it changed, or the session is
-replaced. At 2026-07-28 the change stream is open before the session is used; if it fails,
-every listing asks the upstream afresh rather than serve a list nobody keeps current.
-
-The session lives in a task of its own, because the SDK's client must be entered and left in
-the same task, while calls arrive from many request tasks.
+If the upstream dies, the call in flight fails with ``UpstreamError`` (never retried: a write
+runs at most once) and the next call opens a fresh session, trying a bounded number of times
+(a tool call may take ``call_timeout``, anything else ``answer_timeout``). The tool list is
+cached until the upstream says it changed or the session is replaced. At 2026-07-28 the change
+stream opens before the session is used; if it fails, every listing asks the upstream afresh.
+The session lives in a task of its own: the SDK's client must be entered and left in one task,
+while calls arrive from many request tasks.
 """
 
 from __future__ import annotations
@@ -45,10 +44,8 @@ _LIST_PAGE_CAP = 100  # an upstream whose pagination never ends cannot hang a li
 
 
 class UpstreamError(Refused):
-    """The upstream could not be reached, or the session died while a call was in flight.
-
-    ``failure`` says why a session could not be opened at all (None for a session lost later).
-    """
+    """The upstream could not be reached, or the session died while a call was in flight;
+    ``failure`` says why a session could not be opened at all (None for a session lost later)."""
 
     def __init__(self, detail: str, *, failure: Failure | None = None) -> None:
         super().__init__(Reason.UPSTREAM_FAILED, detail)
@@ -133,12 +130,15 @@ class UpstreamPool:
         backoff: float = 0.2,
         call_timeout: float | None = 300.0,
         mode: ConnectMode = "auto",
+        answer_timeout: float = 30.0,
     ) -> None:
         self.spec = spec
         self.mode = mode  # "auto" negotiates; "legacy" forces the 2025-11-25 handshake
         self.connect_attempts = max(1, connect_attempts)
         self.backoff = backoff
-        self.call_timeout = call_timeout
+        self.call_timeout = call_timeout  # a tool call
+        # The rest (handshake, listing): an upstream that never answers is given up on sooner.
+        self.answer_timeout = answer_timeout
         self.connects = 0  # sessions opened so far, for health reporting and tests
         self._conn: _Connection | None = None
         self._lock = anyio.Lock()
@@ -197,7 +197,8 @@ class UpstreamPool:
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
         """Call one upstream tool exactly once; a lost session raises ``UpstreamError``."""
         client = await self._client()
-        return await self._guard(client, client.call_tool(name, dict(arguments)))
+        call = client.call_tool(name, dict(arguments), read_timeout_seconds=self.call_timeout)
+        return await self._guard(client, call)
 
     def cached_tools(self) -> list[Tool] | None:
         """The cached listing itself (not to be changed), or None while a listing would ask.
@@ -279,13 +280,8 @@ class UpstreamPool:
                 return conn.client
             last = conn.error
             failure, why = explain(last, conn.attempt)
-            logger.warning(
-                "upstream %s: connect attempt %d of %d failed: %s",
-                self.spec.describe(),
-                attempt + 1,
-                self.connect_attempts,
-                why,
-            )
+            tried = f"attempt {attempt + 1} of {self.connect_attempts}"
+            logger.warning("upstream %s: connect %s failed: %s", self.spec.describe(), tried, why)
         raise UpstreamError(
             f"could not connect to the upstream {self.spec.describe()} "
             f"after {self.connect_attempts} attempt{'s' if self.connect_attempts > 1 else ''}: "
@@ -318,7 +314,7 @@ class UpstreamPool:
             target,
             cache=None,  # the pool keeps its own tool cache, refreshed on change notices
             message_handler=on_message,
-            read_timeout_seconds=self.call_timeout,
+            read_timeout_seconds=self.answer_timeout,
             mode=self.mode,
         )
         return await stack.enter_async_context(client)
