@@ -269,6 +269,12 @@ def _gate_command(tmp_path: Path, port: int = 0) -> list[str]:
     ]  # fmt: skip
 
 
+def _gate(tmp_path: Path, port: int = 0, stdin: Any = subprocess.PIPE) -> subprocess.Popen[bytes]:
+    """A real ``voicegate serve --stdio`` process, its three streams piped (stdin as given)."""
+    command = _gate_command(tmp_path, port)
+    return subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -279,12 +285,7 @@ def test_a_real_stdio_gate_answers_on_stdout_alone_and_ends_with_its_stdin(tmp_p
     sent = [OPENING, call("list_notes", {}, request_id=2)]
     sent.append(call("read_note", {"name": "x"}, request_id=3))
     port = _free_port()
-    proc = subprocess.Popen(
-        _gate_command(tmp_path, port),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = _gate(tmp_path, port)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in sent))
     proc.stdin.flush()
@@ -320,12 +321,7 @@ async def test_the_sdk_client_uses_a_real_stdio_gate_in_either_era(
 
 
 def test_a_host_that_stops_reading_does_not_crash_the_gate(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        _gate_command(tmp_path),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = _gate(tmp_path)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     dropped = threading.Event()
 
@@ -378,12 +374,7 @@ def test_a_gate_on_a_terminal_stops_at_a_signal(tmp_path: Path) -> None:
     main, terminal = pty.openpty()
     port = _free_port()
     try:
-        proc = subprocess.Popen(
-            _gate_command(tmp_path, port),
-            stdin=terminal,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        proc = _gate(tmp_path, port, stdin=terminal)
         assert proc.stderr is not None and proc.stdout is not None
         reader = _wait_for(proc.stderr, b"Agent MCP: this command's stdin and stdout")
         _wait_until_served(port)
@@ -417,12 +408,7 @@ def test_a_line_over_the_limit_is_refused_under_its_id_and_the_next_is_served(
 ) -> None:
     huge = call("read_note", {"name": "x" * (MAX_LINE + 1)}, request_id=9)
     sent = [OPENING, huge, call("list_notes", {}, request_id=10)]
-    proc = subprocess.Popen(
-        _gate_command(tmp_path),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = _gate(tmp_path)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write(b"".join(encoded(m) for m in sent))
     proc.stdin.flush()
