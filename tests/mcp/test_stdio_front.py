@@ -31,7 +31,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
-from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST
+from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
 
 from tests.mcp.harness import Running, data, register_device, serve, tap_in_process
 from tests.mcp.test_read_pass import META, NOT_PLAIN_READS, PLAIN_READS, POLICY, call
@@ -432,3 +432,23 @@ def test_the_banner_names_a_store_pair_can_reach_from_any_folder(tmp_path: Path,
         assert "No device can pair" in banner and "Pair a device with" not in banner
     else:
         assert f"--db {tmp_path.resolve() / db} " in banner
+
+
+def test_an_upstream_that_cannot_be_listed_is_an_error_that_says_why(tmp_path: Path) -> None:
+    command = _gate_command(tmp_path)
+    command[command.index("--upstream-cmd") + 1] = f"{sys.executable} -c 'raise SystemExit(3)'"
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(encoded(OPENING))
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    proc.stdout.close()
+    proc.stderr.close()
+    assert answer["id"] == "open"
+    assert answer["error"]["code"] == INTERNAL_ERROR
+    # Why, not the SDK's bare "Internal server error".
+    assert answer["error"]["message"].startswith("upstream_failed: could not connect")

@@ -6,9 +6,9 @@ gate's own tools. A call to a read goes straight to the upstream. A write follow
 nonce); ``token`` runs the two-phase token; ``reject`` refuses; ``delegate`` runs at once.
 
 A client that declared it can show links is pointed to the approve page: at 2026-07-28 the
-first answer is an input-required result carrying a URL elicitation, and the client's retry
-gets the pending reply for the set already proposed; before that, a URL elicitation request is
-sent while the call is in flight. Clients without it just poll ``pending_status``.
+first answer is an input-required result carrying a URL elicitation, and the retry gets the
+pending reply for the set already proposed; before that, a URL elicitation request is sent
+while the call is in flight. Clients without it poll ``pending_status``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -52,8 +53,7 @@ from voicegate.tokens import TokenCodec
 
 logger = logging.getLogger(__name__)
 
-# The requestState a 2026-07-28 client echoes when it retries a write after showing the link.
-# The SDK seals it, so a client cannot forge one; it names the set the first round proposed.
+# The requestState a 2026-07-28 client echoes on its retry (SDK-sealed), naming the first set.
 _RESUME_PREFIX = "voicegate-pending:"
 
 
@@ -92,10 +92,13 @@ class GatedTools:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        """The upstream's tools, as gated, followed by the gate's own."""
-        listed = [
-            tool_list.present(t, self.catalog.classify(t.name)) for t in await self.catalog.tools()
-        ]
+        """The upstream's tools, as gated, then the gate's own (an upstream that cannot be
+        listed: an internal error that says why, not a bare "Internal server error")."""
+        try:
+            tools = await self.catalog.tools()
+        except Refused as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from exc
+        listed = [tool_list.present(t, self.catalog.classify(t.name)) for t in tools]
         return ListToolsResult(tools=[*listed, *tool_list.OWN_TOOL_LIST])
 
     async def call_tool(
@@ -259,10 +262,8 @@ class GatedTools:
         return ask.model_copy(update={"meta": {"voicegate/pending_id": pending.id}})
 
     async def _resume(self, kind: Classification | None, state: str) -> CallToolResult:
-        """The retry after the link was shown: the set already proposed, never a new one.
-
-        ``kind`` is the write retried, or None for ``choose_one`` (a set of several cards).
-        """
+        """The retry after the link was shown: the set already proposed, never a new one;
+        ``kind`` is the write retried, or None for ``choose_one`` (a set of several cards)."""
         if not state.startswith(_RESUME_PREFIX):
             raise Refused(Reason.BAD_REQUEST, "unknown requestState")
         pending = await self.gate.status(state.removeprefix(_RESUME_PREFIX))
@@ -358,8 +359,7 @@ def build_server(tools: GatedTools, *, name: str = "voicegate") -> Server[Any]:
 
 def _renders_url_elicitation(session: ServerSession) -> bool:
     """Whether the client declared it can show a URL elicitation (a link) to its user."""
-    capabilities = session.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
+    elicitation = getattr(session.client_capabilities, "elicitation", None)
     return elicitation is not None and elicitation.url is not None
 
 
