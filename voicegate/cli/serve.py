@@ -294,7 +294,7 @@ async def stdio_banner(config: ServerConfig, store: Store, voice: VoicePipeline 
     the agent needs none on stdin, and a generated one is shown to nobody."""
     print("Agent MCP: this command's stdin and stdout", file=sys.stderr)
     print(f"Approve on your device: {config.base_url}/approve", file=sys.stderr)
-    if sqlite_path(config.db) is None and not config.db.startswith("postgres"):
+    if not store.durable:
         # No pairing code is printed here: the host may keep this stream where the agent reads.
         print(
             "No device can pair: voicegate pair cannot reach a memory store (use --db FILE)",
