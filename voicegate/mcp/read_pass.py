@@ -156,8 +156,11 @@ def _stamp(result: dict[str, Any], server: Server[Any]) -> dict[str, Any]:
     return result
 
 
-def _json(status: int, message: JSONRPCResponse | JSONRPCError) -> Response:
-    """The message as the SDK writes it: compact JSON, ``application/json``."""
+def compact(message: JSONRPCResponse | JSONRPCError) -> str:
+    """The message as the SDK writes it: compact JSON (both fronts send reads' answers so)."""
     body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-    content = json.dumps(body, separators=(",", ":"))
-    return Response(content, status_code=status, media_type="application/json")
+    return json.dumps(body, separators=(",", ":"))
+
+
+def _json(status: int, message: JSONRPCResponse | JSONRPCError) -> Response:
+    return Response(compact(message), status_code=status, media_type="application/json")

@@ -52,7 +52,7 @@ from mcp_types import methods
 from pydantic import ValidationError
 
 from voicegate.canonical import MAX_BYTES
-from voicegate.mcp.read_pass import ReadPass, answer_read
+from voicegate.mcp.read_pass import ReadPass, answer_read, compact
 
 logger = logging.getLogger(__name__)
 
@@ -258,8 +258,7 @@ def _too_long(head: bytes) -> bytes:
 
 
 def _line(message: JSONRPCResponse | JSONRPCError) -> bytes:
-    body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+    return compact(message).encode() + b"\n"
 
 
 @contextmanager
