@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,6 +218,39 @@ def test_every_reading_and_transcript_gets_a_whole_sequence_score(
     # "the second one" spelt as the transcript is the same hypothesis, and the likeliest.
     best = max(hearing.scores, key=lambda pair: pair[1])
     assert best[0] == "the second one", hearing.scores
+
+
+def test_told_the_card_question_every_reading_is_scored_to_its_end_of_text(
+    tiny: FasterWhisperTranscriber,
+) -> None:
+    """The question prompt comes before every reading, and CTranslate2 counts it against the
+    decoding length: the longest reading must still get its end-of-text step, no step spare."""
+    from voicegate.voice.consent import readings
+
+    texts = (*(r.text for r in readings(5, Stage.CHOOSE, ("en",))), "more time please, right now")
+    samples = decode((CLIPS / "piper_the_second_one.flac").read_bytes()).samples
+    [told] = tiny.transcribe_many([Utterance(samples, ("en",), texts, question="card")])
+    assert all(np.isfinite(score) for _, score in told.scores), told.scores
+    assert dict(told.scores)["the second one"] == max(score for _, score in told.scores)
+
+
+def test_a_long_answer_to_a_yes_question_is_heard_to_its_last_words(
+    tiny: FasterWhisperTranscriber, tmp_path: Path
+) -> None:
+    """A yes-or-no question has no prompt, and free decoding still gets its 32 tokens: the
+    words after the sixteenth token are heard, or the cut transcript is refused as unclear.
+    With fewer steps than asked for, "Yes, please send the message to my mother and then also
+    tell my brother and" once came back whole, not refused, its last words gone."""
+    require(shutil.which("espeak-ng") is not None, "espeak-ng")
+    said = (
+        "yes, please send the message to my mother, and then also tell my brother, "
+        "no, do not send it"
+    )
+    wav = tmp_path / "long.wav"
+    subprocess.run(["espeak-ng", "-w", str(wav), said], check=True, capture_output=True)
+    samples = decode(wav.read_bytes()).samples
+    [hearing] = tiny.transcribe_many([Utterance(samples, ("en",), ("yes", "cancel"))])
+    assert "not" in hearing.text.lower() or hearing.refusal is Reason.UNCLEAR, hearing.text
 
 
 def test_a_reading_scores_the_same_alone_and_beside_longer_ones(

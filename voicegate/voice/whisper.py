@@ -51,6 +51,10 @@ BEAM = 5
 # whole encoded window: trimmed after a 30 s encoding, it went from 17/30 to 6/30 right
 # (docs/voice.md). A short window (voice/windows.py) is encoded short instead.
 SCORE_TAIL_FRAMES = 50
+# CTranslate2 4.8 on CPU scored a batch attending over exactly 80 encoder frames 3 times (tiny.en)
+# to 8 times (base) slower than over 79 or 81, and no other length from 40 to 330 stood out
+# (34 readings told the card question, 2026-12-03, 2 cores, "AMD EPYC"): one frame more.
+SLOW_KEEP = 80
 # A language Whisper's detection gives less than this share of the allowed ones is not decoded:
 # all its hypotheses together could carry at most that much of the probability, and decoding
 # and scoring a language is most of the cost of a clip.
@@ -271,7 +275,7 @@ class FasterWhisperTranscriber:
                 [tok.tokens for _ in rows],
                 beam_size=BEAM,
                 num_hypotheses=BEAM,
-                max_length=max(self._new_tokens(seconds[i]) for i in rows) + tok.extra_length,
+                max_length=tok.max_length(max(self._new_tokens(seconds[i]) for i in rows)),
                 return_scores=True,
                 return_no_speech_prob=True,
                 suppress_blank=True,
@@ -322,6 +326,7 @@ class FasterWhisperTranscriber:
                 continue
             frames = [(lead_in(u.samples) + len(u.samples)) // HOP for u in utterances]
             keep = min(full.shape[1], max(frames[i] for i in rows) // 2 + SCORE_TAIL_FRAMES)
+            keep = keep + 1 if keep == SLOW_KEEP else keep
             scored = self._forced(full, rows, keep, tok, seqs)
             for (i, text), score in zip(owners, scored, strict=True):
                 out[i][(lang, text)] = score
@@ -346,10 +351,9 @@ class FasterWhisperTranscriber:
             ),
             [[*tok.tokens, *seqs[k]] for k in group],
             beam_size=1,
-            # CTranslate2 runs at most max_length // 2 steps for Whisper, forced ones included:
-            # the tokens, end-of-text and one spare. A sequence that still got fewer steps than
-            # it needs scores minus infinity below.
-            max_length=2 * (len(seqs[group[0]]) + 2) + tok.extra_length,
+            # The tokens and end-of-text. A sequence that still got fewer steps than it needs
+            # scores minus infinity below.
+            max_length=tok.max_length(len(seqs[group[0]]) + 1),
             return_logits_vocab=True,
             # Scored as the model gives them: no token is suppressed or forced out.
             suppress_blank=False,
