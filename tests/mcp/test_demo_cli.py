@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -60,3 +61,43 @@ def test_the_demo_logs_each_event_once_and_removes_its_store_on_sigterm(tmp_path
     assert err.count("confirm refused") == 1, err
     assert "Traceback" not in err
     assert not list(tmp_path.glob("voicegate-demo-*"))
+
+
+def test_sigterm_before_serving_closes_the_stdio_upstream_and_exits_143(tmp_path: Path) -> None:
+    """The upstream starts and never answers, so the gate is still starting when SIGTERM comes:
+    the upstream's process is closed on the way out, not left running, and no traceback."""
+    pid_file = tmp_path / "upstream.pid"
+    upstream = tmp_path / "silent.py"
+    upstream.write_text(
+        "import os, sys, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "sys.stdin.read()\n"
+        "time.sleep(120)\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "voicegate.cli", "serve", "--no-voice", "--port", "0"]
+    command += ["--db", str(tmp_path / "gate.db"), "--upstream-cmd", f"{sys.executable} {upstream}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    assert "stopped by SIGTERM before it served" in err
+    assert "Traceback" not in err and "Agent MCP endpoint" not in out
+    assert not _alive(child), "the upstream's process outlived the gate"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True  # the gate reaps the upstream it closes; one it left is still running

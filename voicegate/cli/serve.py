@@ -42,7 +42,10 @@ from voicegate.settings import (
 )
 from voicegate.store import redact, sqlite_path, store_for
 from voicegate.store.base import Store
-from voicegate.web.serve import Banner, Voice, free_port, port_free
+from voicegate.web.serve import Banner, StoppedBeforeServing, Voice, free_port, port_free
+
+# A process ended by SIGTERM exits 128 + 15, as the shell reports one the signal killed.
+STOPPED_BY_SIGTERM = 143
 
 if TYPE_CHECKING:
     from voicegate.voice.pipeline import VoicePipeline
@@ -246,6 +249,9 @@ async def _serve(
     except (ConfigError, ModelError) as exc:
         print(f"voicegate: {exc}", file=sys.stderr)
         return 2
+    except StoppedBeforeServing:
+        print("voicegate: stopped by SIGTERM before it served", file=sys.stderr)
+        return STOPPED_BY_SIGTERM
     finally:
         await store.close()
     return 0 if served else 2

@@ -6,6 +6,7 @@ policy and the banner they print once the gate can really serve.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -49,14 +50,16 @@ async def serve(
     wire: Wire | None = None,
 ) -> bool:
     """Serve on ``store`` (opened and closed by the caller) until Ctrl-C or SIGTERM; False when
-    uvicorn never started. With a ``wire`` the agent also speaks MCP on it (``serve --stdio``),
-    and its closing the wire ends the serving too.
+    uvicorn never started; ``StoppedBeforeServing`` when SIGTERM came first. With a ``wire``
+    the agent also speaks MCP on it (``serve --stdio``), and its closing the wire ends the
+    serving too.
 
     A refusal to start (the start-up checks, a missing model, a tool-name clash, a busy port)
     raises ``ConfigError`` or ``ModelError``, taken out of the task groups start-up runs in.
     """
     from voicegate.web.app import build_app
 
+    term = _TermDuringStartUp()
     try:
         check_startup(config, store_durable=bool(getattr(store, "durable", False)))
         # One ring for the app and the demo's pairing code, even when none is configured.
@@ -78,18 +81,29 @@ async def serve(
             server = uvicorn.Server(server_config(app))
             async with app.router.lifespan_context(app):
                 await banner(config, store, pipeline)
+                term.close()
                 with _quiet_stop():
                     if wire is None:
                         await server.serve(sockets=[sock])
                     else:
                         await _serve_with_stdio(server, sock, app, wire)
         return bool(server.started)
+    except asyncio.CancelledError:
+        if not term.stopped:
+            raise
+        term.uncancel()
+        raise StoppedBeforeServing from None
     except BaseExceptionGroup as group:
+        if term.stopped and group.subgroup(asyncio.CancelledError) is not None:
+            term.uncancel()
+            raise StoppedBeforeServing from None
         # Start-up runs inside task groups, which wrap a refusal such as a tool-name clash.
         refused, rest = group.split((ConfigError, ModelError))
         if refused is None or rest is not None:
             raise
         raise _first_leaf(refused) from None
+    finally:
+        term.close()
 
 
 async def _serve_with_stdio(
@@ -128,6 +142,36 @@ def server_config(app: Any) -> uvicorn.Config:
     costs a read about 0.6 ms less CPU than h11, the pure-Python parser uvicorn falls back to
     where httptools is missing (docs/benchmarks.md, P3)."""
     return uvicorn.Config(app, log_level="warning", lifespan="off", proxy_headers=False)
+
+
+class StoppedBeforeServing(Exception):
+    """SIGTERM came before the gate served; what the start-up had opened is closed."""
+
+
+class _TermDuringStartUp:
+    """Until the gate serves, SIGTERM cancels the start-up as Ctrl-C does, so what it opened
+    (a stdio upstream's process, the listening socket) is closed on the way out; the default
+    handler would end the process at once and leave the upstream's process running."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._loop.add_signal_handler(signal.SIGTERM, self._stop)
+
+    def _stop(self) -> None:
+        self.stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def uncancel(self) -> None:
+        """The cancel was ours and is handled: the task runs on to close the store."""
+        if self._task is not None:
+            self._task.uncancel()
+
+    def close(self) -> None:
+        """Hand SIGTERM back (before uvicorn takes it, and on the way out)."""
+        self._loop.remove_signal_handler(signal.SIGTERM)
 
 
 @contextlib.contextmanager
