@@ -70,6 +70,7 @@ def test_sigterm_before_serving_closes_the_stdio_upstream_and_exits_143(tmp_path
     upstream = tmp_path / "silent.py"
     upstream.write_text(
         "import os, sys, time\n"
+        "os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # not the gate's stderr: the test reads it\n"
         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
         "sys.stdin.read()\n"
         "time.sleep(120)\n"
@@ -80,19 +81,25 @@ def test_sigterm_before_serving_closes_the_stdio_upstream_and_exits_143(tmp_path
     command += ["--db", str(tmp_path / "gate.db"), "--upstream-cmd", f"{sys.executable} {upstream}"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=tmp_path)  # fmt: skip
+    child = None
     try:
         deadline = time.monotonic() + 60
-        while not pid_file.exists() or not pid_file.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        while child is None and proc.poll() is None and time.monotonic() < deadline:
+            if pid_file.exists() and pid_file.read_text():
+                child = int(pid_file.read_text())
             time.sleep(0.1)
-        child = int(pid_file.read_text())
-    finally:
+        assert child is not None, "the upstream never started"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, out + err
-    assert "stopped by SIGTERM before it served" in err
-    assert "Traceback" not in err and "Agent MCP endpoint" not in out
-    assert not _alive(child), "the upstream's process outlived the gate"
+        assert proc.returncode == 143, out + err
+        assert "stopped by SIGTERM before it served" in err
+        assert "Traceback" not in err and "Agent MCP endpoint" not in out
+        assert not _alive(child), "the upstream's process outlived the gate"
+    finally:
+        proc.kill()
+        proc.communicate()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:

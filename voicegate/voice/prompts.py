@@ -13,8 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["FINAL_MARKS", "Prompt", "spelled"]
+import numpy as np
 
+__all__ = ["FINAL_MARKS", "Prompt", "check_steps", "spelled"]
+
+# Previous text as long as a question prompt, for ``check_steps``.
+CHECK_CONTEXT = "One, two, three, four, five. The first one, not the second one."
 # Final punctuation copied from a free transcript onto the readings scored beside it.
 FINAL_MARKS = ".!?।"
 
@@ -34,10 +38,10 @@ class Prompt:
         """The smallest ``max_length`` at which CTranslate2's Whisper ``generate`` runs
         ``steps`` decoding steps after this prompt, forced ones included.
 
-        It runs min(max_length // 2, max_length - len(prompt) + 1) of them (measured on tiny.en
-        and base, CTranslate2 4.8, prompts of 2 to 33 tokens; ``tests/voice/test_recogniser.py``
-        checks it on the real model). A larger one runs steps nobody reads: told the question
-        (22 tokens), each forced reading ran 24 steps where it needed 6.
+        It runs min(max_length // 2, max_length - len(prompt) + 1) of them (CTranslate2's
+        ``models/whisper.cc`` since 3.7; ``check_steps`` makes sure at load). A larger one runs
+        steps nobody reads: told the question (22 tokens), the scoring once asked for 26 where
+        the longest reading needed 5, and a batch ran them whenever one sequence did not end.
         """
         return max(2 * steps, steps + len(self.tokens) - 1)
 
@@ -59,3 +63,42 @@ def spelled(text: str, heard: str) -> str:
     if heard and heard[-1] in FINAL_MARKS and not (text and text[-1] in FINAL_MARKS):
         text += heard[-1]
     return text
+
+
+def check_steps(model: Any, tokens: Any, multilingual: bool) -> None:
+    """Raise ``ModelError`` unless ``model`` runs exactly the decoding steps ``max_length``
+    counts on, with no previous text and with a question's worth: with fewer, a reading would
+    lose its end-of-text step and a cut transcript would go unseen. One short encoder pass and
+    four one-row decodings, at load."""
+    import ctranslate2
+
+    from voicegate.errors import ModelError
+
+    encoded = model.encode(
+        ctranslate2.StorageView.from_array(np.zeros((1, model.n_mels, 200), np.float32)),
+        to_cpu=True,
+    )
+    prompts = [Prompt(tokens, multilingual, "en", context) for context in ("", CHECK_CONTEXT)]
+    for prompt in prompts:
+        forced = prompt.encode(" one two three four five six seven eight")
+        for steps in (1, 4):
+            try:
+                [result] = model.generate(
+                    encoded,
+                    [[*prompt.tokens, *forced]],
+                    beam_size=1,
+                    max_length=prompt.max_length(steps),
+                    return_logits_vocab=True,
+                    suppress_blank=False,
+                    suppress_tokens=[],
+                )
+                got = len(result.logits[0]) if result.logits else 0
+            except (RuntimeError, ValueError) as exc:
+                got, why = 0, f" ({exc})"
+            else:
+                why = ""
+            if got != steps:
+                raise ModelError(
+                    f"this CTranslate2 ({ctranslate2.__version__}) ran {got} decoding steps where "
+                    f"{steps} were counted on after a prompt of {len(prompt.tokens)} tokens{why}"
+                )

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from voicegate.errors import ModelError
 from voicegate.reasons import Reason
 from voicegate.voice import calibration, models, templates, windows
-from voicegate.voice.prompts import Prompt, spelled
+from voicegate.voice.prompts import Prompt, check_steps, spelled
 from voicegate.voice.transcribe import (
     HOP,
     SAMPLE_RATE,
@@ -53,7 +53,8 @@ BEAM = 5
 SCORE_TAIL_FRAMES = 50
 # CTranslate2 4.8 on CPU scored a batch attending over exactly 80 encoder frames 3 times (tiny.en)
 # to 8 times (base) slower than over 79 or 81, and no other length from 40 to 330 stood out
-# (34 readings told the card question, 2026-12-03, 2 cores, "AMD EPYC"): one frame more.
+# (34 readings told the card question, 2026-12-03, 2 cores, "Intel(R) Xeon(R) Processor"):
+# one frame more there.
 SLOW_KEEP = 80
 # A language Whisper's detection gives less than this share of the allowed ones is not decoded:
 # all its hypotheses together could carry at most that much of the probability, and decoding
@@ -109,6 +110,7 @@ class FasterWhisperTranscriber:
         self.window = heard_at
         self._clock = clock
         self._prompts: dict[tuple[str, str], Prompt] = {}
+        check_steps(self._model, self._tokens, self.multilingual)
 
     def transcribe(
         self,

@@ -59,7 +59,7 @@ async def serve(
     """
     from voicegate.web.app import build_app
 
-    term = _TermDuringStartUp()
+    term = _Term()
     try:
         check_startup(config, store_durable=bool(getattr(store, "durable", False)))
         # One ring for the app and the demo's pairing code, even when none is configured.
@@ -81,12 +81,13 @@ async def serve(
             server = uvicorn.Server(server_config(app))
             async with app.router.lifespan_context(app):
                 await banner(config, store, pipeline)
-                term.close()
+                term.serving(server)
                 with _quiet_stop():
                     if wire is None:
                         await server.serve(sockets=[sock])
                     else:
                         await _serve_with_stdio(server, sock, app, wire)
+                term.close()  # a SIGTERM during a hung shutdown ends the process
         return bool(server.started)
     except asyncio.CancelledError:
         if not term.stopped:
@@ -94,9 +95,9 @@ async def serve(
         term.uncancel()
         raise StoppedBeforeServing from None
     except BaseExceptionGroup as group:
-        if term.stopped and group.subgroup(asyncio.CancelledError) is not None:
+        if term.stopped:  # whatever else the start-up's task groups raised on the way out
             term.uncancel()
-            raise StoppedBeforeServing from None
+            raise StoppedBeforeServing from group
         # Start-up runs inside task groups, which wrap a refusal such as a tool-name clash.
         refused, rest = group.split((ConfigError, ModelError))
         if refused is None or rest is not None:
@@ -148,21 +149,38 @@ class StoppedBeforeServing(Exception):
     """SIGTERM came before the gate served; what the start-up had opened is closed."""
 
 
-class _TermDuringStartUp:
-    """Until the gate serves, SIGTERM cancels the start-up as Ctrl-C does, so what it opened
-    (a stdio upstream's process, the listening socket) is closed on the way out; the default
-    handler would end the process at once and leave the upstream's process running."""
+class _Term:
+    """SIGTERM through the event loop while ``serve`` starts and serves.
+
+    Before serving it cancels the start-up, as Ctrl-C does, so what the start-up opened (a
+    stdio upstream's process, the listening socket) is closed on the way out; the default
+    handler would end the process at once and leave the upstream running. From ``serving`` on
+    it asks uvicorn to stop, as uvicorn's own handler does, so a SIGTERM between the banner and
+    uvicorn's handlers is not lost either. A signal the loop took before ``serving`` but runs
+    after it stops uvicorn the same way.
+    """
 
     def __init__(self) -> None:
         self.stopped = False
+        self._server: uvicorn.Server | None = None
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self._loop.add_signal_handler(signal.SIGTERM, self._stop)
+        try:
+            self._loop.add_signal_handler(signal.SIGTERM, self._stop)
+            self._held = True
+        except NotImplementedError:  # a loop without signal handlers: the default stands
+            self._held = False
 
     def _stop(self) -> None:
-        self.stopped = True
-        if self._task is not None:
+        if self._server is not None:
+            self._server.should_exit = True
+        elif not self.stopped and self._task is not None:
+            self.stopped = True
             self._task.cancel()
+
+    def serving(self, server: uvicorn.Server) -> None:
+        """From now on SIGTERM stops ``server`` gracefully."""
+        self._server = server
 
     def uncancel(self) -> None:
         """The cancel was ours and is handled: the task runs on to close the store."""
@@ -170,8 +188,10 @@ class _TermDuringStartUp:
             self._task.uncancel()
 
     def close(self) -> None:
-        """Hand SIGTERM back (before uvicorn takes it, and on the way out)."""
-        self._loop.remove_signal_handler(signal.SIGTERM)
+        """Hand SIGTERM back to its default (once serving is over, and on the way out)."""
+        if self._held:
+            self._held = False
+            self._loop.remove_signal_handler(signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -180,8 +200,9 @@ def _quiet_stop() -> Iterator[None]:
 
     uvicorn stops gracefully on either signal and then raises it again for the handler that was
     there before; that handler is this no-op, so the shutdown (and the demo's clean-up of its
-    temporary store) runs to the end. Outside serving the usual handlers stand, so a signal
-    during start-up or a hung shutdown still stops the process.
+    temporary store) runs to the end. Outside serving the usual handlers stand, so Ctrl-C
+    during start-up or a signal in a hung shutdown still stops the process (SIGTERM during
+    start-up cancels it: ``_Term``).
     """
     stops = (signal.SIGINT, signal.SIGTERM)
     before = {sig: signal.signal(sig, lambda *_: None) for sig in stops}
