@@ -73,6 +73,9 @@ class ServerConfig:
     # Addresses (or networks) of the reverse proxies whose X-Forwarded-For names the client;
     # none by default, so a client's own X-Forwarded-For never moves it to another budget.
     trusted_proxies: tuple[str, ...] = ()
+    # ``serve --stdio`` with no token named: the agent speaks on stdin, and the generated token
+    # is shown to nobody, so a 401 on ``/mcp`` says how to open it instead of "send a token".
+    agent_on_stdio: bool = False
 
     def __repr__(self) -> str:
         """Every field, the store URL with its password masked (secrets mask themselves)."""

@@ -293,6 +293,10 @@ def test_a_real_stdio_gate_answers_on_stdout_alone_and_ends_with_its_stdin(tmp_p
     # Both reads were answered by the gate's own read path, not the SDK's.
     health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
     assert health["reads_answered"] == 2, health
+    # No token was named, so /mcp over HTTP is closed, and its refusal says how to open it.
+    refused = httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, timeout=10)
+    assert refused.status_code == 401
+    assert "--token" in refused.json()["message"] or "VOICEGATE_TOKEN" in os.environ
     proc.stdin.close()
     assert proc.wait(timeout=60) == 0
     with proc.stdout, proc.stderr or open(os.devnull, "rb") as err:

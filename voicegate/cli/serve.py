@@ -14,6 +14,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -188,6 +189,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     voice = voice_from(args)
     if args.stdio:
+        named = bool(args.token or os.environ.get(TOKEN_ENV))
+        config = replace(config, agent_on_stdio=not named)
         # From here on stdout is the agent's: anything printed (the banner) goes to stderr.
         with process_wire() as wire:
             return asyncio.run(_serve(config, upstream, policy, voice, stdio_banner, wire))

@@ -188,6 +188,7 @@ def build_app(
                     MAX_MCP_BYTES,
                 ),
                 config.token,
+                STDIO_ONLY if config.agent_on_stdio else SEND_TOKEN,
             ),
         )
     )
@@ -207,13 +208,14 @@ def build_app(
 class BearerGate:
     """ASGI wrapper: only requests carrying the bearer token reach the wrapped app."""
 
-    def __init__(self, app: ASGIApp, token: Secret) -> None:
+    def __init__(self, app: ASGIApp, token: Secret, refusal: str = "") -> None:
         self.app = app
         self._tokens = (token,)
+        self._refusal = refusal or SEND_TOKEN
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._authorised(scope):
-            await _unauthorised()(scope, receive, send)
+            await _unauthorised(self._refusal)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -236,9 +238,16 @@ def _bearer_ok(given: bytes, tokens: tuple[Secret, ...]) -> bool:
     return any(matches)
 
 
-def _unauthorised() -> JSONResponse:
+SEND_TOKEN = "send Authorization: Bearer <token>"
+STDIO_ONLY = (
+    "this gate's agent speaks MCP on its stdin and stdout (serve --stdio); /mcp over HTTP opens "
+    "only with a token named by --token or $VOICEGATE_TOKEN, sent as Authorization: Bearer <token>"
+)
+
+
+def _unauthorised(message: str = SEND_TOKEN) -> JSONResponse:
     return JSONResponse(
-        {"error": "unauthorized", "message": "send Authorization: Bearer <token>"},
+        {"error": "unauthorized", "message": message},
         status_code=401,
         headers={"WWW-Authenticate": 'Bearer realm="voicegate"'},
     )
