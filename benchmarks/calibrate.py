@@ -220,7 +220,9 @@ def fit(args: argparse.Namespace) -> int:
             if set_ == clip.set:
                 h = heard[clip.id]
                 if h.refusal is not None:
-                    prepared.append((clip, cards, stage, None, []))
+                    said = reading_of(h.text, cards, stage)
+                    refused = decision.refused_by_recogniser(h.refusal, said).decision
+                    prepared.append((clip, cards, stage, refused, None))
                 else:
                     t, hyps = verdicts(h, stages[(cards, stage)], cards, stage)
                     prepared.append((clip, cards, stage, t, hyps))
@@ -234,7 +236,8 @@ def fit(args: argparse.Namespace) -> int:
         for clip, cards, st, t, hyps in prepared:
             if KINDS[(cards > 1, st)] != kind:
                 continue
-            d = decision.UNCLEAR if t is None else decision.decide(hyps, t, st, cal, cards).decision
+            # A hearing the recogniser refused (``hyps`` None) is decided already.
+            d = t if hyps is None else decision.decide(hyps, t, st, cal, cards).decision
             rows.append((clip, cards, outcome(clip, cards, d)))
         return rows
 

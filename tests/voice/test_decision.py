@@ -21,6 +21,7 @@ from voicegate.voice.decision import (
     Hypothesis,
     decide,
     posteriors,
+    refused_by_recogniser,
 )
 
 TWO = Decision(Kind.CHOOSE, card=2)
@@ -240,3 +241,12 @@ def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
     transcript = consent.decide(said, cards, stage)
     hyps = [free(said, transcript, -0.1), reading("yes", CONFIRM, 0.0), reading("two", TWO, 0.0)]
     assert not decide(hyps, transcript, stage, Calibration(0.5, 0.5, 5, "test")).decision.releases
+
+
+@given(st.sampled_from(sorted(Reason, key=lambda r: r.value)), st.text(max_size=40))
+def test_a_hearing_the_recogniser_refused_never_releases(refusal: Reason, text: str) -> None:
+    for stage, cards in ((Stage.CHOOSE, 3), (Stage.CHOOSE, 1), (Stage.FINAL, 1)):
+        verdict = refused_by_recogniser(refusal, consent.decide(text, cards, stage))
+        assert not verdict.decision.releases
+        if verdict.rule == "grammar":
+            assert refusal is Reason.NO_SPEECH

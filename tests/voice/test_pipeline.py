@@ -108,6 +108,18 @@ async def test_recogniser_no_speech_refuses() -> None:
     assert decision.reason == Reason.NO_SPEECH
 
 
+async def test_no_speech_never_releases_but_a_spoken_stop_still_cancels() -> None:
+    # Whisper doubted anything was said: a release is refused, a cancel in the words stands.
+    assert (await decide(heard("Two.", refusal=Reason.NO_SPEECH))).reason == Reason.NO_SPEECH
+    yes = heard("Yes.", (("yes", -0.1), ("no", -9.0)), refusal=Reason.NO_SPEECH)
+    assert (await decide(yes, stage=Stage.FINAL, cards=1)).reason == Reason.NO_SPEECH
+    assert await decide(heard("Stop.", refusal=Reason.NO_SPEECH)) == Decision(Kind.CANCEL)
+    waited = await decide(heard("Wait.", refusal=Reason.NO_SPEECH), stage=Stage.FINAL, cards=1)
+    assert waited == Decision(Kind.MORE_TIME)
+    # A cut transcript (``unclear``) is not read at all, even as a cancel.
+    assert (await decide(heard("Stop.", refusal=Reason.UNCLEAR))).reason == Reason.UNCLEAR
+
+
 async def test_final_yes_with_clear_scores_confirms() -> None:
     scores = (("yes", -0.5), ("no", -6.0), ("cancel", -9.0))
     assert (await decide(heard("Yes.", scores), stage=Stage.FINAL)).kind == Kind.CONFIRM

@@ -196,6 +196,18 @@ def decide(
     return Verdict(winner, probability, "decided", winner)
 
 
+def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Verdict:
+    """The verdict when the recogniser refused the hearing (``transcript``: the grammar's reading
+    of its best transcript). Whisper's doubt that anything was said (``NO_SPEECH``) protects
+    releases; a best transcript that says cancel or wait still decides so, as rule 2 does,
+    since it releases nothing. On the 2,666 real clips a spoken "stop" heard "Stop." at a
+    no-speech probability of 0.78 now cancels, and none of the other 52 no-speech decisions
+    reads as a cancel or a wait (docs/voice.md, "Weak spots")."""
+    if refusal is Reason.NO_SPEECH and transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
+        return Verdict(transcript, 0.0, "grammar")
+    return Verdict(Decision(Kind.REFUSE, reason=refusal), 0.0, "recogniser")
+
+
 def fuse(
     verdict: Verdict,
     hypotheses: Sequence[Hypothesis],

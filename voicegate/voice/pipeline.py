@@ -172,11 +172,10 @@ class VoicePipeline:
             return self._refused(Reason.BUSY, timings, fingerprint_id)
         timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
+        transcript = reading_of(hearing.text, cards, stage, card_words)
         if hearing.refusal is not None:
-            refusal = Decision(Kind.REFUSE, reason=hearing.refusal)
-            verdict = decision.Verdict(refusal, 0.0, "recogniser")
+            verdict = decision.refused_by_recogniser(hearing.refusal, transcript)
         else:
-            transcript = reading_of(hearing.text, cards, stage, card_words)
             scored = hypotheses(readings, hearing, cards, stage, card_words)
             verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
             timings["grammar"] = _ms(self._clock() - t3)
