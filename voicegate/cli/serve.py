@@ -188,14 +188,13 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"voicegate serve: {exc}", file=sys.stderr)
         return 2
     voice = voice_from(args)
+    generated = not (args.token or os.environ.get(TOKEN_ENV))
     if args.stdio:
-        named = bool(args.token or os.environ.get(TOKEN_ENV))
-        config = replace(config, agent_on_stdio=not named)
+        config = replace(config, agent_on_stdio=generated)
         # From here on stdout is the agent's: anything printed (the banner) goes to stderr.
         with process_wire() as wire:
             return asyncio.run(_serve(config, upstream, policy, voice, stdio_banner, wire))
-    show_token = not (args.token or os.environ.get(TOKEN_ENV))
-    banner = serve_banner_with_token if show_token else serve_banner
+    banner = serve_banner_with_token if generated else serve_banner
     return asyncio.run(_serve(config, upstream, policy, voice, banner))
 
 

@@ -208,10 +208,10 @@ def build_app(
 class BearerGate:
     """ASGI wrapper: only requests carrying the bearer token reach the wrapped app."""
 
-    def __init__(self, app: ASGIApp, token: Secret, refusal: str = "") -> None:
+    def __init__(self, app: ASGIApp, token: Secret, refusal: str) -> None:
         self.app = app
         self._tokens = (token,)
-        self._refusal = refusal or SEND_TOKEN
+        self._refusal = refusal  # the 401's message
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._authorised(scope):
