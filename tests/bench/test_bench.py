@@ -74,6 +74,8 @@ def test_p1_reports_the_ratio_and_every_step(tmp_path: Path) -> None:
 def test_p2_reports_the_speedup_batches_and_memory(tmp_path: Path) -> None:
     figures = bench("p2", tmp_path)
     numbers(figures, "speedup", "concurrent_per_s", "sequential_per_s", "peak_rss_mib")
+    numbers(figures, "concurrent_cpu_ms_per_decision", "sequential_cpu_ms_per_decision")
+    numbers(figures, "concurrent_cores_busy", "sequential_cores_busy")
     assert all(isinstance(v, int) for v in figures["batch_sizes"].values())
 
 

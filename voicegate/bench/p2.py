@@ -6,12 +6,19 @@ device API with the real recogniser. Decisions per second is 16 over the round's
 the speed-up is concurrent over sequential. The pipeline queues answers that arrive while the
 model is busy and encodes them as one batch (``max_batch``); the batch sizes it actually ran
 are reported. Resident memory is sampled every 10 ms during the concurrent rounds.
+
+The process's CPU time is counted each way too (every thread: the model's, the event loop's and
+the workers'): CPU milliseconds per decision says whether batching saved work, and the share of
+the machine's cores kept busy says how much room concurrency had. The speed-up is the product
+of the two ratios, so a sequential run that already keeps every core busy leaves concurrency
+only the work batching saves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import time
 from typing import Any
 
@@ -37,18 +44,24 @@ async def _run(options: Options) -> dict[str, Any]:
         await _round(harness, audio, options.pick(devices, 2), "warm", concurrent=True)
         counter.batches.clear()
         together, alone, released = [], [], 0
+        cpu = {"concurrent": [0.0, 0.0], "sequential": [0.0, 0.0]}  # CPU s, wall s
         with RssSampler(rss_mib) as memory:
             for r in range(rounds):
-                seconds, ok = await _round(harness, audio, devices, f"c{r}", concurrent=True)
+                seconds, used, ok = await _round(harness, audio, devices, f"c{r}", True)
                 together.append(devices / seconds)
+                cpu["concurrent"][0] += used
+                cpu["concurrent"][1] += seconds
                 released += ok
         batches = collections.Counter(counter.batches)
         for r in range(rounds):
-            seconds, ok = await _round(harness, audio, devices, f"s{r}", concurrent=False)
+            seconds, used, ok = await _round(harness, audio, devices, f"s{r}", False)
             alone.append(devices / seconds)
+            cpu["sequential"][0] += used
+            cpu["sequential"][1] += seconds
             released += ok
     concurrent_rate = median(together)
     sequential_rate = median(alone)
+    cores = os.cpu_count() or 1
     return {
         "model": options.model,
         "window": counter.inner.window,
@@ -59,6 +72,12 @@ async def _run(options: Options) -> dict[str, Any]:
         "concurrent_per_s": concurrent_rate,
         "sequential_per_s": sequential_rate,
         "speedup": round(concurrent_rate / sequential_rate, 3),
+        "cores": cores,
+        **{
+            f"{way}_cpu_ms_per_decision": round(1000 * used / (rounds * devices), 1)
+            for way, (used, _) in cpu.items()
+        },
+        **{f"{way}_cores_busy": round(used / wall / cores, 3) for way, (used, wall) in cpu.items()},
         "batch_sizes": {str(k): v for k, v in sorted(batches.items())},
         "rss_before_mib": baseline,
         "peak_rss_mib": memory.peak,
@@ -68,17 +87,17 @@ async def _run(options: Options) -> dict[str, Any]:
 
 
 async def _round(
-    harness: Harness, audio: bytes, devices: int, tag: str, *, concurrent: bool
-) -> tuple[float, int]:
-    """Wall seconds for ``devices`` uploads, and how many released their write."""
+    harness: Harness, audio: bytes, devices: int, tag: str, concurrent: bool
+) -> tuple[float, float, int]:
+    """Wall seconds and process CPU seconds for ``devices`` uploads, and how many released."""
     ready = [await ready_answer(harness, f"p2-{tag}-{i}") for i in range(devices)]
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     if concurrent:
         answers = await asyncio.gather(*(upload(harness, d, p, audio) for d, p in ready))
     else:
         answers = [await upload(harness, d, p, audio) for d, p in ready]
-    elapsed = time.perf_counter() - start
-    return elapsed, sum(bool(body.get("released")) for _, body in answers)
+    elapsed, used = time.perf_counter() - start, time.process_time() - start_cpu
+    return elapsed, used, sum(bool(body.get("released")) for _, body in answers)
 
 
 def lines(figures: dict[str, Any]) -> list[str]:
@@ -90,6 +109,10 @@ def lines(figures: dict[str, Any]) -> list[str]:
         f"{figures['sequential_per_s']:.2f}/s: speed-up x{figures['speedup']} (goal >= 1.5)",
         f"encoder batches (size: count) {figures['batch_sizes']}, max_batch "
         f"{figures['max_batch']}; released {figures['released']}/{figures['uploads']}",
+        f"CPU per decision {figures['concurrent_cpu_ms_per_decision']:.0f} ms at once, "
+        f"{figures['sequential_cpu_ms_per_decision']:.0f} ms one at a time; cores busy "
+        f"{figures['concurrent_cores_busy']:.0%} at once, {figures['sequential_cores_busy']:.0%} "
+        f"one at a time (of {figures['cores']})",
         f"memory {figures['rss_before_mib']:.0f} MiB before, peak {figures['peak_rss_mib']:.0f} "
         "MiB during the concurrent rounds",
     ]
