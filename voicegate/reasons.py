@@ -120,9 +120,10 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.TOO_NOISY: "Too much background noise; try again somewhere quieter or tap.",
     Reason.AUDIO_REUSED: "This recording was used before; say your answer again.",
     Reason.NO_SPEECH: "Nothing clear was heard; say your answer again or tap.",
-    Reason.UNCLEAR: "Not sure what was said; say it again or tap.",
-    Reason.NOT_UNDERSTOOD: "Say a card number, 'yes', 'cancel' or 'more time', or tap.",
-    Reason.HEDGE: "Take your time; say 'yes' when you are sure, or 'more time'.",
+    Reason.UNCLEAR: "Not heard clearly enough to act on; say it again or tap.",
+    # Worded for a choice among cards; YES_NO_NEXT_STEP words them for a yes-or-no question.
+    Reason.NOT_UNDERSTOOD: "Say the number of a card, 'cancel' or 'more time', or tap.",
+    Reason.HEDGE: "Take your time; say the card's number when you are sure, or 'more time'.",
     Reason.QUESTION: "That sounded like a question; say your answer plainly, or 'cancel'.",
     Reason.NEGATION: "Heard a 'no'; nothing ran. Say 'cancel' to cancel, or say your answer again.",
     Reason.CONTRADICTION: "Heard two different answers; say just one.",
@@ -187,6 +188,7 @@ NEXT_STEP: dict[Reason, str] = {
 # differs from the one for a choice among cards: there is no card number to say.
 YES_NO_NEXT_STEP: dict[Reason, str] = {
     Reason.NOT_UNDERSTOOD: "Say 'yes', 'cancel' or 'more time', or tap.",
+    Reason.HEDGE: "Take your time; say 'yes' when you are sure, or 'more time'.",
 }
 
 # The next step of a spoken answer to a yes-or-no question on a server whose recogniser takes

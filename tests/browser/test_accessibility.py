@@ -293,7 +293,8 @@ def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: S
           const again = "Nothing clear was heard; say your answer again or tap.";
           return {
             no: said(["No"], "no_speech", again),
-            dot: said(["."], "unclear", "Not sure what was said; say it again or tap."),
+            dot: said(["."], "unclear", "Not heard clearly enough to act on; say it again or tap."),
+            unsure: said(["Two."], "unclear", "Not heard clearly enough to act on; say it again."),
             silent: said(["."], "no_speech", again),
           };
         }"""
@@ -304,3 +305,6 @@ def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: S
     assert not any("No speech" in t or "Nothing was heard" in t for t in texts["no"]), texts
     assert not any(t.startswith("Heard:") for t in texts["dot"] + texts["silent"]), texts
     assert "No words were made out." in texts["dot"]
+    # Too unsure to act on: shown as a guess, never as "Heard: Two." beside "Nothing ran."
+    assert not any(t.startswith("Heard:") for t in texts["unsure"]), texts
+    assert "Not heard clearly enough to act on. Best guess: Two." in texts["unsure"], texts

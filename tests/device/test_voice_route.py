@@ -300,3 +300,19 @@ async def test_not_understood_asks_a_one_card_set_for_yes_and_a_choice_for_a_num
     answer = await speak(device, pending, CLIP.read_bytes())
     assert answer["reason"] == Reason.NOT_UNDERSTOOD
     assert answer["next_step"] == step
+
+
+@pytest.mark.parametrize(
+    ("cards", "step"),
+    [(1, YES_NO_NEXT_STEP[Reason.HEDGE]), (2, NEXT_STEP[Reason.HEDGE])],
+)
+async def test_a_hedge_asks_a_one_card_set_for_yes_and_a_choice_for_a_number(
+    device: SigningDevice, services: Services, clock: ManualClock, cards: int, step: str
+) -> None:
+    with_voice(services, clock, "Maybe.")
+    pending = await services.gate.propose("asha", NOTES[:cards], risk=Risk.LOW)
+    answer = await speak(device, pending, CLIP.read_bytes())
+    assert answer["reason"] == Reason.HEDGE and answer["released"] is False
+    assert answer["next_step"] == step
+    # A choice among cards never asks for the "yes" it would refuse as ambiguous.
+    assert ("'yes'" in step) == (cards == 1)

@@ -12,8 +12,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import ROOT
+from voicegate.cli.serve import demo_banner
+from voicegate.settings import ServerConfig
+from voicegate.store import open_store
 
 BANNER_LINES = 7
 
@@ -108,3 +112,19 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True  # the gate reaps the upstream it closes; one it left is still running
+
+
+async def test_the_banner_says_a_store_the_demo_made_goes_when_it_stops(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = await open_store("memory")
+    try:
+        await demo_banner(ServerConfig(db="/tmp/voicegate-demo-x/demo.db"), store, None)
+        kept = capsys.readouterr().out
+        await demo_banner(ServerConfig(db="/tmp/x.db"), store, None, temporary=True)
+        temporary = capsys.readouterr().out
+    finally:
+        await store.close()
+    assert "removed when the demo stops" not in kept
+    store_line = next(line for line in temporary.splitlines() if "Store:" in line)
+    assert "removed when the demo stops, taught answers too; --db PATH keeps it" in store_line

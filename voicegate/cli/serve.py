@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shlex
 import shutil
@@ -201,7 +202,14 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     """Run ``voicegate demo``; its temporary store is removed on exit unless ``--db`` names one."""
     if args.port is None:
-        args.port = DEFAULT_PORT if port_free(args.host, DEFAULT_PORT) else free_port(args.host)
+        args.port = DEFAULT_PORT
+        if not port_free(args.host, DEFAULT_PORT):
+            args.port = free_port(args.host)
+            print(
+                f"voicegate demo: port {DEFAULT_PORT} on {args.host} is in use, so the demo "
+                f"serves on port {args.port} (a page paired at another address pairs again)",
+                file=sys.stderr,
+            )
     elif not port_free(args.host, args.port):
         print(
             f"voicegate demo: port {args.port} on {args.host} is already in use; name a free "
@@ -217,7 +225,8 @@ def run_demo(args: argparse.Namespace) -> int:
         config = config_from(args)
         upstream = UpstreamSpec.in_process(build_notes_server())
         policy = Policy(high_risk=("delete_*",))
-        return asyncio.run(_serve(config, upstream, policy, voice_from(args), demo_banner))
+        banner = functools.partial(demo_banner, temporary=folder is not None)
+        return asyncio.run(_serve(config, upstream, policy, voice_from(args), banner))
     except ConfigError as exc:
         print(f"voicegate demo: {exc}", file=sys.stderr)
         return 2
@@ -343,17 +352,24 @@ async def serve_banner_with_token(
     sys.stdout.flush()
 
 
-async def demo_banner(config: ServerConfig, store: Store, voice: VoicePipeline | None) -> None:
-    """What ``voicegate demo`` prints: the endpoint, its token, a pairing code, the store."""
+async def demo_banner(
+    config: ServerConfig, store: Store, voice: VoicePipeline | None, *, temporary: bool = False
+) -> None:
+    """What ``voicegate demo`` prints: the endpoint, its token, a pairing code, the store (and,
+    when the demo made it, that it goes when the demo stops)."""
     from voicegate.device.pairing import start_pairing
 
     code = await start_pairing(store, config.user, DeviceKind.VOICE, keys=config.signing_keys())
-    print("voicegate demo: the notes server (list_notes, write_note, delete_note) behind the gate")
+    print(
+        "voicegate demo: the notes server (reads list_notes, read_note, stats; writes "
+        "write_note, delete_note) behind the gate"
+    )
     print(f"  Agent MCP endpoint: {config.base_url}/mcp")
     print(f"  Bearer token:       {config.token.reveal().decode()}")
     print(f"  Approve page:       {config.base_url}/approve")
     print(f"  Pairing code:       {code}  (one use, 10 minutes)")
     print(f"  Voice:              {_voice_line(voice)}")
     print(f"  Another device:     {pair_command(config)}")
-    print(f"  Store:              {redact(config.db)}")
+    kept = " (removed when the demo stops, taught answers too; --db PATH keeps it)"
+    print(f"  Store:              {redact(config.db)}{kept if temporary else ''}")
     sys.stdout.flush()

@@ -239,9 +239,12 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def port_free(host: str, port: int) -> bool:
-    """Whether ``host:port`` can be bound now."""
-    with socket.socket() as sock:
+    """Whether ``host:port`` can be bound now, as ``listen`` binds it: with ``SO_REUSEADDR``,
+    so the connections of a server that just stopped (TIME_WAIT) do not hold the port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
         except OSError:
             return False

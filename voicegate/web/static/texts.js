@@ -59,6 +59,10 @@ export function answerLines(body, name) {
     lines.push({ cls: "", text: "Not clear enough to be sure it was speech. Best guess: ",
       heard: guess });
     nextStep = "Say your answer again, a little closer to the microphone, or tap.";
+  } else if (spoken && meaningful(guess) && body.reason === "unclear") {
+    // Heard, but not surely enough to act on: a guess, not what was heard.
+    lines.push({ cls: "", text: "Not heard clearly enough to act on. Best guess: ",
+      heard: guess });
   } else if (spoken && meaningful(guess)) {
     lines.push({ cls: "", text: "Heard: ", heard: guess });
   } else if (spoken && !nothingHeard) {
