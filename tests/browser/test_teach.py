@@ -260,3 +260,28 @@ def test_taught_takes_are_grouped_by_answer_and_word_in_the_servers_order(page: 
         ["choose:2", "", "a"],
     ]
     assert found["titles"] == ["Yes: take 2 of 3", "Yes: taught, 3 takes"]
+
+
+def test_the_list_says_what_taught_answers_still_need_before_they_count(page: Any) -> None:
+    page.goto("/approve")
+    notes = page.evaluate(
+        """async () => {
+          const { countsNote } = await import("/approve/answers.js");
+          const take = (meaning, current = true) => ({ meaning, label: "", current });
+          const of = (...templates) => countsNote({ templates });
+          return {
+            none: of(),
+            one: of(take("choose:2"), take("choose:2"), take("choose:2")),
+            single: of(take("choose:2"), take("choose:2"), take("choose:1")),
+            two: of(take("choose:2"), take("choose:2"), take("choose:1"), take("choose:1")),
+            stale: of(take("choose:2"), take("choose:2"), take("choose:1", false)),
+          };
+        }"""
+    )
+    assert notes["none"] == "" and notes["two"] == ""
+    assert notes["one"] == (
+        "Taught answers count once two different answers are taught: teach one more."
+    )
+    assert notes["single"] == "One has one take; an answer counts from its second take."
+    # A take of another recogniser counts for nothing, so "One" is not taught at all here.
+    assert notes["stale"] == notes["one"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -93,10 +94,20 @@ def test_deciding_as_a_user_prints_the_fused_rule_and_probability(
     (rule,) = [line.split() for line in lines if line.lstrip().startswith("rule ")]
     assert rule[:3] == ["rule", "fused", "probability"] and rule[4:6] == ["fused", "probability"]
     assert float(rule[6]) >= calibration.of("tiny.en").card
+    # What the templates said: the nearest taught answer first, against theo's radius for it.
+    (taught,) = [line.strip() for line in lines if line.lstrip().startswith("taught ")]
+    assert taught.startswith("taught  choose:2 ") and "radius" in taught, taught
+    assert taught.split("; ")[-1] in ("a clear match", "nearest by the margin, outside the radius")
+    assert main(["decide", clip, "--cards", "5", "--user", "theo", "--db", str(db), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["taught"]
+    assert said["nearest"] == "choose:2" and said["hard"] is False
+    assert set(said["distances"]) == {f"choose:{k}" for k in range(1, 6)}
+    assert min(said["distances"], key=said["distances"].get) == "choose:2"
     assert main(["decide", clip, "--cards", "5", "--user", "alice", "--db", str(db)]) == 0
     out, err = capsys.readouterr()
     assert err.splitlines() == ["voicegate decide: alice taught no answers"]
     assert "  rule decided  probability " in out and "fused" not in out
+    assert "taught" not in out
 
 
 async def teach(url: str, fsdd: Path) -> None:

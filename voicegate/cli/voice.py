@@ -24,6 +24,7 @@ from voicegate.voice import models
 
 if TYPE_CHECKING:
     from voicegate.voice import templates
+    from voicegate.voice.taught import Taught
 
 
 def add_models_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,8 +155,38 @@ def run_decide(args: argparse.Namespace) -> int:
         if result.rule:
             fused = "" if result.fused is None else f"  fused probability {result.fused:.3f}"
             print(f"  rule {result.rule}  probability {result.probability:.3f}{fused}")
+        if result.taught is not None:
+            print(f"  {taught_line(result.taught)}")
         print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
     return 0
+
+
+def taught_line(taught: Taught) -> str:
+    """What the user's templates said, in one line: the nearest taught answers, each distance
+    against the user's radius for it, and whether that is a clear match."""
+    from voicegate.voice.enrolment import meaning_text
+
+    if not taught.distances:
+        return "taught  nothing of this model to compare with"
+    parts = []
+    for meaning, distance in sorted(taught.distances.items(), key=lambda item: item[1])[:3]:
+        radius = taught.radii.get(meaning)
+        where = (
+            "one take, no radius"
+            if radius is None
+            else f"radius {radius:.2f}, {'inside' if distance <= radius else 'outside'}"
+        )
+        parts.append(f"{meaning_text(meaning)} {distance:.2f} ({where})")
+    if len(taught.distances) == 1:
+        verdict = "one answer taught, nothing to tell it from: the templates say nothing"
+    elif taught.clear:
+        verdict = "a clear match"
+    elif taught.nearest is not None:
+        verdict = "nearest by the margin, outside the radius"
+    else:
+        verdict = "no answer nearest by the margin"
+    hard = "; hard for recognisers" if taught.hard else ""
+    return f"taught  {', '.join(parts)}; {verdict}{hard}"
 
 
 async def _enrolment(url: str, user: str, model: str) -> templates.Enrolment | None:

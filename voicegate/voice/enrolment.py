@@ -33,9 +33,14 @@ MAX_LABEL = 40  # characters of the user's own name for a personal answer ("thee
 def meaning_of(text: str) -> Decision:
     """``"choose:2"`` -> the card, ``"confirm"`` etc.; ``ValueError`` for anything else."""
     if text not in MEANINGS:
-        raise ValueError(f"not an answer one can teach: {text!r}")
+        raise ValueError(f"not an answer one can teach: {text!r} (one of {', '.join(MEANINGS)})")
     kind, _, card = text.partition(":")
     return Decision(Kind(kind), card=int(card)) if card else Decision(Kind(kind))
+
+
+def meaning_text(meaning: Decision) -> str:
+    """The stored name of a taught meaning: ``meaning_of``'s inverse."""
+    return f"{meaning.kind.value}:{meaning.card}" if meaning.card else meaning.kind.value
 
 
 def label_of(label: str) -> str:

@@ -23,6 +23,7 @@ from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, templates
 from voicegate.voice.audio import Clip, decode
+from voicegate.voice.enrolment import meaning_text
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.taught import Taught
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
@@ -60,6 +61,8 @@ class VoiceResult:
     probability: float = 0.0
     # The fused probability of the recogniser's winner, where the user's templates weighed in.
     fused: float | None = None
+    # What the user's templates said about this answer; None where they taught nothing.
+    taught: Taught | None = None
 
 
 class _Busy(Exception):
@@ -173,6 +176,7 @@ class VoicePipeline:
         timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
         transcript = reading_of(hearing.text, cards, stage, card_words)
+        taught: Taught | None = None
         if hearing.refusal is not None:
             verdict = decision.refused_by_recogniser(hearing.refusal, transcript)
         else:
@@ -196,6 +200,7 @@ class VoicePipeline:
             rule=verdict.rule,
             probability=verdict.probability,
             fused=verdict.fused,
+            taught=taught,
         )
 
     async def features(self, clip: Clip) -> templates.Matrix:
@@ -332,4 +337,16 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "rule": result.rule,
         "probability": round(result.probability, 4),
         "fused_probability": None if result.fused is None else round(result.fused, 4),
+        "taught": None if result.taught is None else taught_json(result.taught),
+    }
+
+
+def taught_json(taught: Taught) -> dict[str, object]:
+    """What the user's templates said, by the stored names of the meanings."""
+    return {
+        "hard": taught.hard,
+        "nearest": None if taught.nearest is None else meaning_text(taught.nearest),
+        "clear": taught.clear,
+        "distances": {meaning_text(m): round(d, 3) for m, d in taught.distances.items()},
+        "radii": {meaning_text(m): round(r, 3) for m, r in taught.radii.items()},
     }

@@ -69,3 +69,23 @@ export function savedLine(name, done, wanted, redone) {
   }
   return `${what} Now take ${done + 1} of ${wanted}: press Record and say it again.`;
 }
+
+// What the taught answers still need before they count in a decision, or "" when they count:
+// the server compares an answer with the user's takes only where two or more answers are
+// taught (one alone has nothing to be told apart from), and an answer with one take has no
+// spread of the user's own to judge a match by (docs/voice.md, "Fusion with the recogniser").
+export function countsNote(data) {
+  const takes = new Map();
+  for (const take of data.templates || []) {
+    if (take.current === false) continue;
+    takes.set(take.meaning, (takes.get(take.meaning) || 0) + 1);
+  }
+  if (takes.size === 0) return "";
+  if (takes.size === 1) {
+    return "Taught answers count once two different answers are taught: teach one more.";
+  }
+  const single = [...takes].filter(([, n]) => n < 2).map(([meaning]) => meaningName(meaning));
+  if (single.length === 0) return "";
+  const which = single.length === 1 ? `${single[0]} has` : `${single.join(", ")} have`;
+  return `${which} one take; an answer counts from its second take.`;
+}

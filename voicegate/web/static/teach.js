@@ -7,7 +7,8 @@ import { $, el } from "/approve/dom.js";
 import { postJson, signedFetch } from "/approve/device.js";
 import { pressToRecord, recording, start, stop } from "/approve/recorder.js";
 import {
-  answerName, cleanLabel, groups, meaningName, progressTitle, savedLine, takeCount, takesOf,
+  answerName, cleanLabel, countsNote, groups, meaningName, progressTitle, savedLine, takeCount,
+  takesOf,
 } from "/approve/answers.js";
 
 const view = {
@@ -152,6 +153,9 @@ function takeItem(take, number, name) {
 function renderTaught() {
   const list = groups(view.data, view.places);
   $("taught-empty").hidden = list.length > 0;
+  const note = countsNote(view.data);
+  $("taught-note").textContent = note;
+  $("taught-note").hidden = !note;
   $("taught").replaceChildren(...list.map((group) => {
     const name = answerName(group.meaning, group.label);
     const done = group.takes.length;
