@@ -238,6 +238,20 @@ def test_more_time_is_per_set_and_says_the_new_time_left(page: Any, server: Serv
         server.run(server.gate.cancel(pending.id, user="asha"))
 
 
+def test_a_choice_the_agent_asked_is_named_by_its_question(page: Any, server: Server) -> None:
+    pair(page, server)
+    asked = server.run(
+        server.gate.propose(
+            "asha", NOTES[:2], risk=Risk.LOW, preview="Which note should I write today?"
+        )
+    )
+    more = page.locator(f'[data-pending-id="{asked.id}"] button.more')
+    expect(more).to_have_accessible_name(
+        "More time for “Which note should I write today?” (one of 2)"
+    )
+    server.run(server.gate.cancel(asked.id, user="asha"))
+
+
 def test_f5_a_shortened_card_is_shown_in_full_before_its_approve_counts(
     page: Any, server: Server
 ) -> None:
@@ -308,3 +322,11 @@ def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: S
     # Too unsure to act on: shown as a guess, never as "Heard: Two." beside "Nothing ran."
     assert not any(t.startswith("Heard:") for t in texts["unsure"]), texts
     assert "Not heard clearly enough to act on. Best guess: Two." in texts["unsure"], texts
+
+
+def test_the_page_loads_without_a_console_error(page: Any) -> None:
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto("/approve")
+    page.wait_for_load_state("networkidle")
+    assert errors == [], errors  # the favicon, for one, is not asked for and missed

@@ -285,3 +285,23 @@ def test_the_list_says_what_taught_answers_still_need_before_they_count(page: An
     assert notes["single"] == "One has one take; an answer counts from its second take."
     # A take of another recogniser counts for nothing, so "One" is not taught at all here.
     assert notes["stale"] == notes["one"]
+
+
+def test_a_take_that_sounds_like_another_answer_is_kept_with_a_warning(page: Any) -> None:
+    page.goto("/approve")
+    said = page.evaluate(
+        """async () => {
+          const { soundsLike } = await import("/approve/answers.js");
+          return {
+            slip: soundsLike("choose:5", "Three.", "choose:3"),
+            same: soundsLike("choose:5", "Five.", "choose:5"),
+            unread: soundsLike("choose:4", "Oh.", null),
+            nothing: soundsLike("choose:4", null, null),
+          };
+        }"""
+    )
+    assert said["slip"] == (
+        " It sounded like “Three.”, which is Three, not Five: keep it if that is how you say"
+        " Five, or press Redo on it."
+    )
+    assert said["same"] == said["unread"] == said["nothing"] == ""

@@ -44,7 +44,8 @@ def test_the_operator_lists_a_users_taught_answers_after_the_device_is_revoked(
     seed(db)
     status, out = cli(capsys, "answers", "list", "--user", "asha", "--db", str(db))
     assert status == 0
-    assert [line.split()[0] for line in out.splitlines()[:2]] == ["t1", "t2"]
+    assert out.splitlines()[0] == "take id  answer  taught at  device  label"
+    assert [line.split()[0] for line in out.splitlines()[1:3]] == ["t1", "t2"]
     assert "b1" not in out and "hard for recognisers: yes" in out
 
 
@@ -55,7 +56,11 @@ def test_the_operator_deletes_one_then_all_of_a_users_taught_answers(
     seed(db)
     assert cli(capsys, "answers", "delete", "--user", "asha", "t1", "--db", str(db))[0] == 0
     assert cli(capsys, "answers", "delete", "--user", "asha", "b1", "--db", str(db))[0] == 1
-    assert cli(capsys, "answers", "delete", "--user", "asha", "--db", str(db))[0] == 0
+    status, out = cli(capsys, "answers", "delete", "--user", "asha", "--db", str(db))
+    assert status == 0 and out.startswith("Deleted 1 taught take of asha"), out
+    # A name with nothing taught (a typo, say) is told as such, not as "deleted 0".
+    status, out = cli(capsys, "answers", "delete", "--user", "ashaa", "--db", str(db))
+    assert status == 0 and out.startswith("ashaa had no taught takes"), out
     _, out = cli(capsys, "answers", "list", "--user", "asha", "--db", str(db))
     assert "No taught answers" in out and "hard for recognisers: no" in out
     assert "b1" in cli(capsys, "answers", "list", "--user", "ben", "--db", str(db))[1]

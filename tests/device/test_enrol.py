@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import soundfile as sf
 from fastapi import FastAPI
 
+from tests.conftest import require
 from tests.device.kit import Executed, SigningDevice, paired_device
 from voicegate.clock import ManualClock
 from voicegate.device import signing
@@ -20,11 +22,12 @@ from voicegate.gate.core import ActionRequest
 from voicegate.gate.types import DeviceKind, Risk
 from voicegate.reasons import Reason
 from voicegate.services import Services
-from voicegate.voice import templates
+from voicegate.voice import models, templates
 from voicegate.voice.enrolment import StoreEnrolments, stored
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import FakeTranscriber, Hearing
+from voicegate.voice.whisper import FasterWhisperTranscriber
 
 NOTES = [ActionRequest("write_note", {"name": "n", "text": str(k)}) for k in (1, 2, 3)]
 
@@ -110,6 +113,39 @@ async def test_a_taught_take_is_listed_with_its_meaning_and_can_be_deleted(
     gone = await delete(device, f"/device/enrol/{taught.json()['id']}")
     assert gone.json() == {"deleted": 1}
     assert (await device.get("/device/enrol")).json()["templates"] == []
+
+
+async def test_a_take_is_taught_with_features_only_where_the_recogniser_is_scripted(
+    device: SigningDevice, services: Services
+) -> None:
+    # The scripted recogniser's hearings are the answers': a take gets none of them, and the
+    # answer says nothing of what it sounded like (the real twin: the test below).
+    taught = (await teach(device, "choose:2", take(200.0, 0))).json()
+    assert taught["heard"] is None and taught["heard_as"] is None
+    assert (await answer(device, services, take(300.0, 1)))["heard"] == ["Tuwo"]
+
+
+@pytest.mark.whisper
+@pytest.mark.corpus
+@pytest.mark.slow
+async def test_a_take_says_what_it_sounded_like_and_is_kept_either_way(
+    device: SigningDevice, services: Services, clock: ManualClock, fsdd: Path
+) -> None:
+    """With the real recogniser: theo's "four" taught as four reads as four; his "three"
+    taught as five (a slip) is kept, and the answer says it sounded like three."""
+    require(models.describe("tiny.en").status in ("present", "not_assembled"), "tiny.en")
+    services.voice = VoicePipeline(
+        FasterWhisperTranscriber("tiny.en", device="cpu"),
+        ReplayGuard(services.store.fingerprints, clock=clock),
+        enrolments=StoreEnrolments(services.store.templates, "tiny.en"),
+    )
+    four = (await teach(device, "choose:4", (fsdd / "4_theo_0.wav").read_bytes())).json()
+    assert four["meaning"] == "choose:4" and four["heard_as"] == "choose:4", four
+    slip = (await teach(device, "choose:5", (fsdd / "3_theo_0.wav").read_bytes())).json()
+    assert slip["meaning"] == "choose:5" and slip["heard_as"] == "choose:3", slip
+    assert "hree" in slip["heard"]
+    kept = (await device.get("/device/enrol")).json()["templates"]
+    assert sorted(t["meaning"] for t in kept) == ["choose:4", "choose:5"]
 
 
 async def test_the_store_keeps_features_never_the_recording(
@@ -213,6 +249,7 @@ async def test_another_users_template_cannot_be_deleted(
     taught = (await teach(device, "confirm", take(200.0, 0))).json()
     other = await paired_device(client, services, clock, user="ben")
     refused = await delete(other, f"/device/enrol/{taught['id']}")
+    assert refused.status_code == 404  # as for an id nobody has: another's is not told apart
     assert refused.json()["reason"] == Reason.UNKNOWN_TEMPLATE
     assert len((await device.get("/device/enrol")).json()["templates"]) == 1
 

@@ -130,7 +130,7 @@ RECORDINGS: dict[str, tuple[Callable[[], bytes], str, Reason]] = {
         "audio/wav",
         Reason.CORRUPT,
     ),
-    "empty body": (lambda: b"", "audio/wav", Reason.UNSUPPORTED_FORMAT),
+    "empty body": (lambda: b"", "audio/wav", Reason.TOO_SHORT),
     "text sent as audio/wav": (
         lambda: b"hello, this is not audio at all" * 10,
         "audio/wav",

@@ -113,8 +113,10 @@ def test_unknown_bytes_sent_as_audio_are_corrupt() -> None:
     assert refused(b"hello, this is not audio at all", "audio/wav") == Reason.CORRUPT
 
 
-def test_empty_upload_is_refused() -> None:
-    assert refused(b"") == Reason.UNSUPPORTED_FORMAT
+def test_an_empty_upload_is_too_short_whatever_it_is_labelled() -> None:
+    assert refused(b"") == Reason.TOO_SHORT
+    assert refused(b"", "audio/wav") == Reason.TOO_SHORT
+    assert refused(b"", "text/plain") == Reason.UNSUPPORTED_FORMAT  # not audio at all
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

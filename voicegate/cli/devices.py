@@ -176,10 +176,20 @@ def run_answers(args: argparse.Namespace) -> int:
             return await store.templates.delete(args.user, args.template_id)
 
         gone = _with_store(args.db, delete)
-        if args.template_id is not None and not gone:
-            print(f"No taught answer {args.template_id} of {args.user}.")
-            return 1
-        print(f"Deleted {gone} taught answer(s) of {args.user}.")
+        if args.template_id is not None:
+            if not gone:
+                print(f"No taught take {args.template_id} of {args.user}.")
+                return 1
+            print(f"Deleted taught take {args.template_id} of {args.user}.")
+            return 0
+        # A misspelt user name deletes nothing: say so plainly rather than "deleted 0".
+        if not gone:
+            print(f"{args.user} had no taught takes; their 'hard for recognisers' flag is off.")
+        else:
+            print(
+                f"Deleted {gone} taught take{'s' if gone != 1 else ''} of {args.user}, and "
+                "their 'hard for recognisers' flag."
+            )
         return 0
 
     async def listing(store: Store) -> tuple[list[str], bool]:
@@ -190,6 +200,8 @@ def run_answers(args: argparse.Namespace) -> int:
         return rows, await store.templates.hard(args.user)
 
     rows, hard = _with_store(args.db, listing)
+    if rows:
+        print("take id  answer  taught at  device  label")
     print("\n".join(rows) if rows else f"No taught answers for {args.user}.")
     print(f"Speech hard for recognisers: {'yes' if hard else 'no'}.")
     return 0

@@ -157,7 +157,8 @@ def run_decide(args: argparse.Namespace) -> int:
             print(f"  rule {result.rule}  probability {result.probability:.3f}{fused}")
         if result.taught is not None:
             print(f"  {taught_line(result.taught)}")
-        print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
+        if result.timings_ms:
+            print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
     return 0
 
 

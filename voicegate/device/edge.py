@@ -50,6 +50,7 @@ _STATUS: dict[Reason, int] = {
     Reason.WRONG_DEVICE_USER: 403,
     Reason.DEVICE_CANNOT_SPEAK: 403,
     Reason.UNKNOWN_PENDING: 404,
+    Reason.UNKNOWN_TEMPLATE: 404,
     Reason.TOO_SLOW: 408,
     Reason.TOO_LARGE: 413,
     Reason.UNSUPPORTED_FORMAT: 415,

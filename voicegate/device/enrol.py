@@ -56,6 +56,12 @@ class TemplateOut(BaseModel):
     created_at: float
     device_id: str
     current: bool | None
+    # Only in the answer to a take just taught: what the recogniser heard in it, and the answer
+    # that reads as (a stored meaning name), when it reads as one; None otherwise. A take that
+    # sounds like another answer than it was taught as is still kept: the page says so, and the
+    # user keeps it (it may be how they say it) or records it again.
+    heard: str | None = None
+    heard_as: str | None = None
 
     @classmethod
     def of(cls, t: StoredTemplate, model: str | None) -> TemplateOut:
@@ -157,7 +163,8 @@ def enrol_router(services: Services) -> APIRouter:
             raise Refused(Reason.TEMPLATE_LIMIT)
         body = await request.body()
         clip = await asyncio.to_thread(audio.decode, body, request.headers.get("content-type"))
-        features = await pipeline.features(clip)
+        taken = await pipeline.take(clip)
+        features = taken.features
         if not len(features):
             raise Refused(Reason.TOO_SHORT, "no speech to learn from")
         try:
@@ -176,7 +183,10 @@ def enrol_router(services: Services) -> APIRouter:
             # Raises AUDIO_REUSED for a replay; otherwise this take joins the user's history.
             await pipeline.guard.check_and_remember(device.user, clip)
         await services.store.templates.add(row)
-        return TemplateOut.of(row, pipeline.transcriber.model)
+        out = TemplateOut.of(row, pipeline.transcriber.model)
+        if taken.heard:
+            out.heard, out.heard_as = taken.heard, enrolment.heard_as(taken.heard)
+        return out
 
     @router.get("", response_model=EnrolmentOut, openapi_extra=SIGNED)
     async def list_templates(device: Device = signed) -> EnrolmentOut:

@@ -102,9 +102,11 @@ def decode(data: bytes, content_type: str | None = None, *, limits: Limits = Lim
     declared = _base_type(content_type)
     if not (declared in UNLABELLED or declared in AUDIO_TYPES or declared.startswith("audio/")):
         raise AudioRefused(Reason.UNSUPPORTED_FORMAT, f"{declared} is not audio")
+    if not data:
+        raise AudioRefused(Reason.TOO_SHORT, "the recording is empty")
     kind = sniff(data)
     if kind is None:
-        if declared in AUDIO_TYPES and data:
+        if declared in AUDIO_TYPES:
             raise AudioRefused(Reason.CORRUPT, "the bytes match no known audio format")
         raise AudioRefused(Reason.UNSUPPORTED_FORMAT, content_type or "unknown")
     samples, rate = _guarded(kind, data, limits)

@@ -15,7 +15,7 @@ import asyncio
 import uuid
 from collections import Counter
 
-from voicegate.gate.types import Decision, StoredTemplate
+from voicegate.gate.types import Decision, Stage, StoredTemplate
 from voicegate.reasons import Kind
 from voicegate.store.base import TemplateStore
 from voicegate.voice import templates
@@ -41,6 +41,19 @@ def meaning_of(text: str) -> Decision:
 def meaning_text(meaning: Decision) -> str:
     """The stored name of a taught meaning: ``meaning_of``'s inverse."""
     return f"{meaning.kind.value}:{meaning.card}" if meaning.card else meaning.kind.value
+
+
+def heard_as(text: str) -> str | None:
+    """The answer a take's transcript reads as, by its stored name, or None where it reads as
+    no single answer: a card's number at a choice among ``MAX_CARD`` cards, or cancel or wait;
+    else yes, no or wait as the answer to a yes-or-no question."""
+    from voicegate.voice.hypotheses import reading_of
+
+    for cards, stage in ((MAX_CARD, Stage.CHOOSE), (1, Stage.FINAL)):
+        read = reading_of(text, cards, stage)
+        if read.kind in (Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME):
+            return meaning_text(read)
+    return None
 
 
 def label_of(label: str) -> str:

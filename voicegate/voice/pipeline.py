@@ -21,7 +21,7 @@ from voicegate.errors import AudioRefused, Throttled
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
-from voicegate.voice import consent, decision, templates
+from voicegate.voice import consent, decision, enrolment, templates
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.enrolment import meaning_text
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
@@ -63,6 +63,14 @@ class VoiceResult:
     fused: float | None = None
     # What the user's templates said about this answer; None where they taught nothing.
     taught: Taught | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Take:
+    """One enrolment take: its features, and what the recogniser heard in it ("" for nothing)."""
+
+    features: templates.Matrix = field(repr=False)
+    heard: str = ""
 
 
 class _Busy(Exception):
@@ -203,16 +211,26 @@ class VoicePipeline:
             taught=taught,
         )
 
-    async def features(self, clip: Clip) -> templates.Matrix:
-        """The features of one enrolment take: the recogniser's own (``Transcriber.frames``),
-        empty when the clip holds no speech to learn from. An encoder pass, so it is admitted
-        like an answer: past ``max_waiting`` it raises ``Throttled(BUSY)``, retry in a second
-        (the answer route's ``limits.BUSY_RETRY_AFTER``)."""
+    async def take(self, clip: Clip) -> Take:
+        """One enrolment take as the recogniser meets it: its features (``Transcriber.frames``,
+        empty when the clip holds no speech to learn from) and its best transcript, heard as an
+        answer to a choice among five cards, so the page can say when a take sounds like
+        another answer. One model call in the queue, as an answer is; a scripted recogniser
+        (``scripted``, the unit tests') gives features only. Admitted like an answer: past
+        ``max_waiting`` it raises ``Throttled(BUSY)``, retry in a second (the answer route's
+        ``limits.BUSY_RETRY_AFTER``)."""
         if self._admitted >= self.max_waiting:
             raise Throttled(Reason.BUSY, 1)
         self._admitted += 1
         try:
-            return await asyncio.to_thread(self.transcriber.frames, clip.samples)
+            if getattr(self.transcriber, "scripted", False):
+                return Take(await asyncio.to_thread(self.transcriber.frames, clip.samples))
+            asked = decision.question(Stage.CHOOSE, enrolment.MAX_CARD)
+            hearing = await self._hear(Utterance(clip.samples, self.languages, question=asked))
+            frames = hearing.frames
+            if frames is None:
+                frames = await asyncio.to_thread(self.transcriber.frames, clip.samples)
+            return Take(frames, hearing.text if hearing.refusal is None else "")
         finally:
             self._admitted -= 1
 

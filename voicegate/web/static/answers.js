@@ -89,3 +89,13 @@ export function countsNote(data) {
   const which = single.length === 1 ? `${single[0]} has` : `${single.join(", ")} have`;
   return `${which} one take; an answer counts from its second take.`;
 }
+
+// After a take is saved: "" when it sounds like the answer it was taught as (or like none),
+// else a warning that names what it sounded like, so a slip (a "three" taught as Five) is
+// caught; the take is kept, since it may be how this user says the answer.
+export function soundsLike(meaning, heard, heardAs) {
+  if (!heard || !heardAs || heardAs === meaning) return "";
+  return ` It sounded like “${heard}”, which is ${meaningName(heardAs)}, not ` +
+    `${meaningName(meaning)}: keep it if that is how you say ${meaningName(meaning)}, or ` +
+    "press Redo on it.";
+}

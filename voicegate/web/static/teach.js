@@ -7,8 +7,8 @@ import { $, el } from "/approve/dom.js";
 import { postJson, signedFetch } from "/approve/device.js";
 import { pressToRecord, recording, start, stop } from "/approve/recorder.js";
 import {
-  answerName, cleanLabel, countsNote, groups, meaningName, progressTitle, savedLine, takeCount,
-  takesOf,
+  answerName, cleanLabel, countsNote, groups, meaningName, progressTitle, savedLine, soundsLike,
+  takeCount, takesOf,
 } from "/approve/answers.js";
 
 const view = {
@@ -260,7 +260,8 @@ async function finished(take, blob) {
     }
     await load();
     const done = takesOf(view.data, take.meaning, take.label, view.places).length;
-    status(savedLine(name, done, wanted(), take.redo && take.redo.number));
+    const warning = soundsLike(take.meaning, body.heard, body.heard_as);
+    status(`${savedLine(name, done, wanted(), take.redo && take.redo.number)}${warning}`);
   } catch (err) {
     status("Cannot reach the server; the take was not saved. Press Record to try again.");
   } finally {

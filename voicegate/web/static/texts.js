@@ -30,6 +30,12 @@ export function setLabel(set) {
   const labels = cardLabels(set.cards);
   if (set.stage === "final" && set.chosen) return labels[set.chosen - 1];
   if (set.cards.length === 1) return labels[0];
+  // A choice the agent asked as a question (choose_one) is named by its question.
+  const question = (set.preview || "").trim();
+  if (question) {
+    const short = question.length > 60 ? `${question.slice(0, 59).trimEnd()}…` : question;
+    return `“${short}” (one of ${set.cards.length})`;
+  }
   return `one of ${set.cards.length}: ${[...new Set(set.cards.map((c) => c.tool))].join(", ")}`;
 }
 
