@@ -12,21 +12,43 @@ out_dir=${OUT:-bench-out}
 mkdir -p "$out_dir"
 python=${PYTHON:-python3}
 
+# Says why the run cannot be made, as JSON where the figures would go, and stops.
+unavailable() {
+    printf '{"unavailable": "%s"}\n' "$1" > "$out_dir/bench-gpu.json"
+    echo "benchmarks/gpu.sh: cannot run: $1" >&2
+    exit 3
+}
+
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
-if ! .venv/bin/python -c "import voicegate.bench, faster_whisper" 2>/dev/null; then
-    .venv/bin/pip install -q -e .
+# What follows comes from PyPI. A machine that cannot reach it is told so at once, rather than
+# after minutes of failing installs: the lent H200s have no network, and their image holds CUDA
+# 13's libraries only, while CTranslate2's wheels load CUDA 12's cuBLAS (libcublas.so.12), a
+# 554 MiB wheel, far over what a call may carry (docs/benchmarks.md, "GPU").
+if timeout 30 .venv/bin/pip index versions --timeout 5 --retries 0 ctranslate2 >/dev/null 2>&1; then
+    if ! .venv/bin/python -c "import voicegate.bench, faster_whisper" 2>/dev/null; then
+        .venv/bin/pip install -q -e . || unavailable "pip install -e . failed"
+    fi
+    .venv/bin/pip install -q nvidia-cublas-cu12 "nvidia-cudnn-cu12==9.*" ||
+        unavailable "the CUDA 12 cuBLAS and cuDNN 9 wheels did not install"
+else
+    .venv/bin/python -c "import voicegate.bench, faster_whisper" 2>/dev/null ||
+        unavailable "no package index here, and voicegate is not installed in .venv"
+    .venv/bin/python -c "import ctypes; ctypes.CDLL('libcublas.so.12')" 2>/dev/null ||
+        unavailable "no package index here, and no CUDA 12 cuBLAS (libcublas.so.12) for CTranslate2"
 fi
-.venv/bin/pip install -q nvidia-cublas-cu12 "nvidia-cudnn-cu12==9.*"
-libs=$(.venv/bin/python - <<'PY'
+# The wheels' library folders, where they were installed (else the system's are used).
+libs=$(.venv/bin/python - 2>/dev/null <<'PY' || true
 import os
 import nvidia.cublas.lib
 import nvidia.cudnn.lib
 print(os.path.dirname(nvidia.cublas.lib.__file__) + ":" + os.path.dirname(nvidia.cudnn.lib.__file__))
 PY
 )
-export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -n "$libs" ]; then
+    export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 echo "installed in $(( $(date +%s) - started )) s"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
