@@ -187,6 +187,14 @@ def test_teach_by_keyboard_alone_play_back_redo_and_delete_takes(page: Any, serv
     assert [row.id for row in templates(server, "tara")] == [first, rows[2].id]
 
     tab_to(page, "Delete Two “doosra”")
+    page.keyboard.press("Enter")  # the first press only arms it: two takes of effort
+    expect(status).to_have_text(
+        "Press Delete again to forget Two “doosra”: 2 takes, which cannot be undone."
+    )
+    armed = page.locator("#taught .delete-answer")
+    expect(armed).to_have_accessible_name("Press again to delete Two “doosra”, 2 takes")
+    expect(armed).to_be_focused()
+    assert len(templates(server, "tara")) == 2
     page.keyboard.press("Enter")
     expect(status).to_have_text("Two “doosra” deleted: 2 takes forgotten.")
     expect(page.locator("#taught-empty")).to_be_focused()
@@ -213,6 +221,7 @@ def test_the_hard_speech_setting_and_a_chosen_word_are_stored_as_the_user_set_th
     expect(page.locator("#teach-status")).to_contain_text("Take 1 of 3 saved for Yes “theek hai”.")
     assert [(r.meaning, r.label) for r in templates(server, "usha")] == [("confirm", "theek hai")]
     expect(page.locator("#taught")).to_contain_text("Yes “theek hai”: 1 of 3 takes")
+    expect(page.get_by_label("Your own word or sound")).to_have_value("theek hai")  # as kept
     hard.click()
     expect(hard).to_have_attribute("aria-pressed", "false")
     assert server.run(server.store.templates.hard("usha")) is False

@@ -69,6 +69,7 @@ function close(refocus = true) {
   }
   $("teach-section").hidden = true;
   $("teach-open").setAttribute("aria-expanded", "false");
+  status(""); // what it said is about this visit: reopened, the view starts clean
   if (refocus) $("teach-open").focus();
 }
 
@@ -173,7 +174,8 @@ function renderTaught() {
     }
     buttons.append(el("button", {
       type: "button", class: "danger delete-answer", "aria-label": `Delete ${name}`,
-      onclick: () => deleteAnswer(group, name, item),
+      onclick: (event) => pressTwice(event.currentTarget, name, done,
+        () => deleteAnswer(group, name, item)),
     }, "Delete"));
     item.append(buttons);
     return item;
@@ -254,6 +256,7 @@ async function finished(take, blob) {
       return;
     }
     view.local.set(body.id, URL.createObjectURL(blob));
+    $("teach-label").value = take.label; // as stored: ends trimmed, inner spaces folded
     if (take.redo) {
       view.places.set(body.id, take.redo.at);
       await forget(take.redo.id);
@@ -318,6 +321,31 @@ async function deleteTake(take, number, name) {
   status(`Take ${number} of ${name} deleted. ${name} now has ${left} of ${wanted()} takes.`);
   if (view.meaning === take.meaning && label() === take.label) $("teach-record").focus();
   keepFocus();
+}
+
+// Deleting a whole answer throws away several takes of effort, so it takes a second press:
+// the first arms the button (its name and the status line say so), which disarms by itself
+// after ARM_MS or when focus leaves it. One control, no dialog: a switch or a keyboard presses
+// it twice as easily as once.
+const ARM_MS = 8000;
+
+function pressTwice(button, name, takes, act) {
+  if (button.dataset.armed === "1") {
+    act();
+    return;
+  }
+  const disarm = () => {
+    if (button.dataset.armed !== "1") return;
+    button.dataset.armed = "";
+    button.textContent = "Delete";
+    button.setAttribute("aria-label", `Delete ${name}`);
+  };
+  button.dataset.armed = "1";
+  button.textContent = "Press again to delete";
+  button.setAttribute("aria-label", `Press again to delete ${name}, ${takeCount(takes)}`);
+  status(`Press Delete again to forget ${name}: ${takeCount(takes)}, which cannot be undone.`);
+  setTimeout(disarm, ARM_MS);
+  button.addEventListener("blur", disarm, { once: true });
 }
 
 async function deleteAnswer(group, name, item) {
