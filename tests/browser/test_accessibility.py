@@ -136,13 +136,11 @@ def test_axe_finds_no_violation_in_any_page_state(
         speak.click()
         expect(speak).to_have_attribute("aria-pressed", "true")
         check("07-recording")
-        speak.click()  # stop before the microphone starts: a near-empty recording
+        speak.click()  # stop before the microphone starts: too short to hold an answer
         page.evaluate("window.startMicrophone()")
         result = page.locator("#result")
-        expect(result).to_have_attribute("data-released", "false", timeout=60_000)
-        # Whatever the recogniser made of it, no bare punctuation is shown as what was heard.
-        heard = result.locator(".heard")
-        assert heard.count() == 0 or any(ch.isalnum() for ch in heard.inner_text())
+        expect(result).to_contain_text("Too short to hear. Nothing was sent.")
+        expect(result).to_contain_text("Hold Speak while you say your answer")
         check("08-voice-result")
 
         approve_button(page, long).click()
@@ -247,7 +245,7 @@ def test_a_choice_the_agent_asked_is_named_by_its_question(page: Any, server: Se
     )
     more = page.locator(f'[data-pending-id="{asked.id}"] button.more')
     expect(more).to_have_accessible_name(
-        "More time for “Which note should I write today?” (one of 2)"
+        "More time for “Which note should I write today?” (one of 2: write_note)"
     )
     server.run(server.gate.cancel(asked.id, user="asha"))
 
@@ -321,7 +319,7 @@ def test_result_texts_never_contradict_the_transcript_shown(page: Any, server: S
     assert "No words were made out." in texts["dot"]
     # Too unsure to act on: shown as a guess, never as "Heard: Two." beside "Nothing ran."
     assert not any(t.startswith("Heard:") for t in texts["unsure"]), texts
-    assert "Not heard clearly enough to act on. Best guess: Two." in texts["unsure"], texts
+    assert "Best guess: Two." in texts["unsure"], texts
 
 
 def test_the_page_loads_without_a_console_error(page: Any) -> None:

@@ -302,15 +302,32 @@ def test_a_take_that_sounds_like_another_answer_is_kept_with_a_warning(page: Any
         """async () => {
           const { soundsLike } = await import("/approve/answers.js");
           return {
-            slip: soundsLike("choose:5", "Three.", "choose:3"),
-            same: soundsLike("choose:5", "Five.", "choose:5"),
-            unread: soundsLike("choose:4", "Oh.", null),
-            nothing: soundsLike("choose:4", null, null),
+            slip: soundsLike("choose:5", "Three.", "choose:3", "Five", 1),
+            same: soundsLike("choose:5", "Five.", "choose:5", "Five", 2),
+            unread: soundsLike("choose:4", "Oh.", null, "Four", 1),
+            nothing: soundsLike("choose:4", null, null, "Four", 1),
+            long: soundsLike("choose:1", "Two. ".repeat(20), "choose:2", "One", 3),
           };
         }"""
     )
     assert said["slip"] == (
-        " It sounded like “Three.”, which is Three, not Five: keep it if that is how you say"
-        " Five, or press Redo on it."
+        "This take sounded like “Three.”, which is Three; if you did not mean it as Five, press"
+        " “Redo take 1 of Five”."
     )
+    assert "“Two. Two. Two. Two. Two. Two. Two. Two.…”" in said["long"]  # cut at 40
     assert said["same"] == said["unread"] == said["nothing"] == ""
+
+
+def test_a_recording_too_short_to_hold_an_answer_is_not_sent(page: Any, server: Server) -> None:
+    page.add_init_script(VARIED_MICROPHONE)
+    pair(page, server, QUICK, user="vic")
+    open_teach(page)
+    page.get_by_role("button", name="Two", exact=True).click()
+    page.locator("#teach-record").focus()
+    page.keyboard.press("Enter")  # starts, and at once stops: a double press, a bounced switch
+    page.keyboard.press("Enter")
+    expect(page.locator("#teach-status")).to_have_text(
+        "Too short to keep: hold Record while you say the answer, or press it once to start"
+        " and once to stop."
+    )
+    assert templates(server, "vic") == []

@@ -9,9 +9,10 @@ are reported. Resident memory is sampled every 10 ms during the concurrent round
 
 The process's CPU time is counted each way too (every thread: the model's, the event loop's and
 the workers'): CPU milliseconds per decision says whether batching saved work, and the share of
-the machine's cores kept busy says how much room concurrency had. The speed-up is the product
-of the two ratios, so a sequential run that already keeps every core busy leaves concurrency
-only the work batching saves.
+the machine's cores kept busy says how much room concurrency had. Over whole runs the speed-up
+is the product of the two ratios (the reported one is of per-round medians, so it differs a
+little), so a sequential run that already keeps every core busy leaves concurrency only the
+work batching saves.
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ async def _run(options: Options) -> dict[str, Any]:
         cpu = {"concurrent": [0.0, 0.0], "sequential": [0.0, 0.0]}  # CPU s, wall s
         with RssSampler(rss_mib) as memory:
             for r in range(rounds):
-                seconds, used, ok = await _round(harness, audio, devices, f"c{r}", True)
+                seconds, used, ok = await _round(harness, audio, devices, f"c{r}", concurrent=True)
                 together.append(devices / seconds)
                 cpu["concurrent"][0] += used
                 cpu["concurrent"][1] += seconds
                 released += ok
         batches = collections.Counter(counter.batches)
         for r in range(rounds):
-            seconds, used, ok = await _round(harness, audio, devices, f"s{r}", False)
+            seconds, used, ok = await _round(harness, audio, devices, f"s{r}", concurrent=False)
             alone.append(devices / seconds)
             cpu["sequential"][0] += used
             cpu["sequential"][1] += seconds
@@ -87,7 +88,7 @@ async def _run(options: Options) -> dict[str, Any]:
 
 
 async def _round(
-    harness: Harness, audio: bytes, devices: int, tag: str, concurrent: bool
+    harness: Harness, audio: bytes, devices: int, tag: str, *, concurrent: bool
 ) -> tuple[float, float, int]:
     """Wall seconds and process CPU seconds for ``devices`` uploads, and how many released."""
     ready = [await ready_answer(harness, f"p2-{tag}-{i}") for i in range(devices)]

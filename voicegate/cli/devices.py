@@ -196,12 +196,12 @@ def run_answers(args: argparse.Namespace) -> int:
         rows = []
         for t in await store.templates.list(args.user):
             taught = iso_utc(t.created_at)
-            rows.append(f"{t.id}  {t.meaning:10}  {taught}  {t.device_id}  {t.label}")
+            rows.append(f"{t.id:36}  {t.meaning:10}  {taught:20}  {t.device_id}  {t.label}")
         return rows, await store.templates.hard(args.user)
 
     rows, hard = _with_store(args.db, listing)
     if rows:
-        print("take id  answer  taught at  device  label")
+        print(f"{'take id':36}  {'answer':10}  {'taught at':20}  device  label")
     print("\n".join(rows) if rows else f"No taught answers for {args.user}.")
     print(f"Speech hard for recognisers: {'yes' if hard else 'no'}.")
     return 0

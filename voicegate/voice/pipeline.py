@@ -241,21 +241,21 @@ class VoicePipeline:
         if self.enrolments is None or hearing.frames is None:
             return None
         started = self._clock()
-        enrolment = await self.enrolments.enrolment(user)
-        if enrolment is None or not enrolment.templates:
+        held = await self.enrolments.enrolment(user)
+        if held is None or not held.templates:
             return None
         frames = hearing.frames
         # DTW against every template: a few milliseconds each, so off the event loop.
         match = await asyncio.to_thread(
-            lambda: templates.match(frames, enrolment.templates, dict(enrolment.radii))
+            lambda: templates.match(frames, held.templates, dict(held.radii))
         )
         timings["templates"] = _ms(self._clock() - started)
         return Taught(
             match.nearest,
             match.meaning is not None,
-            enrolment.hard,
+            held.hard,
             match.distances,
-            {m: r.radius for m, r in enrolment.radii.items()},
+            {m: r.radius for m, r in held.radii.items()},
         )
 
     def _refused(

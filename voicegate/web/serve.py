@@ -253,6 +253,7 @@ def port_free(host: str, port: int) -> bool:
 
 def free_port(host: str) -> int:
     """A port on ``host`` that nothing listens on now, chosen by the system."""
-    with socket.socket() as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

@@ -86,16 +86,17 @@ export function countsNote(data) {
   }
   const single = [...takes].filter(([, n]) => n < 2).map(([meaning]) => meaningName(meaning));
   if (single.length === 0) return "";
-  const which = single.length === 1 ? `${single[0]} has` : `${single.join(", ")} have`;
+  const which = single.length === 1 ? `${single[0]} has` : `${single.join(", ")} each have`;
   return `${which} one take; an answer counts from its second take.`;
 }
 
 // After a take is saved: "" when it sounds like the answer it was taught as (or like none),
-// else a warning that names what it sounded like, so a slip (a "three" taught as Five) is
-// caught; the take is kept, since it may be how this user says the answer.
-export function soundsLike(meaning, heard, heardAs) {
+// else a warning that names what it sounded like and the take's own Redo button, so a slip (a
+// "three" taught as Five) is caught; the take is kept, since it may be how this user says it.
+export function soundsLike(meaning, heard, heardAs, name, number) {
   if (!heard || !heardAs || heardAs === meaning) return "";
-  return ` It sounded like “${heard}”, which is ${meaningName(heardAs)}, not ` +
-    `${meaningName(meaning)}: keep it if that is how you say ${meaningName(meaning)}, or ` +
-    "press Redo on it.";
+  const said = Array.from(heard);
+  const short = said.length > 40 ? `${said.slice(0, 39).join("").trimEnd()}…` : heard;
+  return `This take sounded like “${short}”, which is ${meaningName(heardAs)}; if you did not ` +
+    `mean it as ${name}, press “Redo take ${number} of ${name}”.`;
 }

@@ -350,6 +350,12 @@ function microphoneFailed() {
 async function sendVoice(pendingId, blob) {
   const set = state.sets.get(pendingId);
   if (!set) return;
+  if (!blob) {
+    showResult([el("p", { class: "no" }, "Too short to hear. Nothing was sent."),
+      el("p", {}, "Hold Speak while you say your answer, or press it once to start and once " +
+        "to stop.")]);
+    return;
+  }
   showResult([el("p", {}, "Checking what you said…")]);
   const shown = [...expandedOf(pendingId)];
   // The signature covers the path and query: the server knows which full texts were shown.

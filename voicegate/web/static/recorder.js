@@ -11,13 +11,18 @@ const params = new URLSearchParams(location.search);
 export const MAX_RECORD_MS =
   Math.min(15000, Math.max(1000, Number(params.get("max_record_ms")) || 8000));
 
-// {owner, done(blob), media, stream, pressedAt, timer, chunks, stopWanted}
+// Shorter than this from the microphone's start, a recording holds no answer (a double press,
+// a switch that bounced): ``done`` gets null and the page says so, rather than sending bytes
+// the server can only call unreadable or silent.
+export const MIN_RECORD_MS = 300;
+
+// {owner, done(blob or null), media, stream, pressedAt, startedAt, timer, chunks, stopWanted}
 let active = null;
 
 export const recording = () => active;
 
 // Starts recording for ``owner`` (any value the caller recognises). ``done(blob)`` gets the
-// recording; ``failed()`` is called when the microphone cannot start. False when busy.
+// recording (null when it was too short to hold an answer); ``failed()`` is called when the microphone cannot start. False when busy.
 export function start(owner, done, failed) {
   if (active) return false;
   const rec = { owner, done, pressedAt: performance.now(), chunks: [] };
@@ -37,6 +42,7 @@ async function open(rec, failed) {
     rec.media.ondataavailable = (event) => { if (event.data.size) rec.chunks.push(event.data); };
     rec.media.onstop = () => finish(rec);
     rec.media.start();
+    rec.startedAt = performance.now();
     // Released (or pressed again) while the microphone was still starting: stop right away
     // rather than listen on until MAX_RECORD_MS.
     if (rec.stopWanted) {
@@ -67,7 +73,9 @@ export function stop() {
 function finish(rec) {
   rec.stream.getTracks().forEach((track) => track.stop());
   active = null;
-  rec.done(new Blob(rec.chunks, { type: rec.media.mimeType || "audio/webm" }));
+  const held = rec.startedAt ? performance.now() - rec.startedAt : 0;
+  rec.done(held < MIN_RECORD_MS || !rec.chunks.length
+    ? null : new Blob(rec.chunks, { type: rec.media.mimeType || "audio/webm" }));
 }
 
 // Hold-to-talk or press-to-record on ``button``: ``toggle()`` starts or stops; ``mine()`` says

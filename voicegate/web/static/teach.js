@@ -238,6 +238,13 @@ async function finished(take, blob) {
     renderCurrent();
     return;
   }
+  if (!blob) {
+    renderCurrent();
+    status("Too short to keep: hold Record while you say the answer, or press it once to " +
+      "start and once to stop.");
+    keepFocus();
+    return;
+  }
   view.saving = true;
   renderCurrent();
   const name = answerName(take.meaning, take.label);
@@ -263,8 +270,10 @@ async function finished(take, blob) {
     }
     await load();
     const done = takesOf(view.data, take.meaning, take.label, view.places).length;
-    const warning = soundsLike(take.meaning, body.heard, body.heard_as);
-    status(`${savedLine(name, done, wanted(), take.redo && take.redo.number)}${warning}`);
+    const number = (take.redo && take.redo.number) || done;
+    const warning = soundsLike(take.meaning, body.heard, body.heard_as, name, number);
+    const saved = savedLine(name, done, wanted(), take.redo && take.redo.number);
+    status(warning ? `${warning} ${saved}` : saved);
   } catch (err) {
     status("Cannot reach the server; the take was not saved. Press Record to try again.");
   } finally {

@@ -31,12 +31,14 @@ export function setLabel(set) {
   if (set.stage === "final" && set.chosen) return labels[set.chosen - 1];
   if (set.cards.length === 1) return labels[0];
   // A choice the agent asked as a question (choose_one) is named by its question.
-  const question = (set.preview || "").trim();
-  if (question) {
-    const short = question.length > 60 ? `${question.slice(0, 59).trimEnd()}…` : question;
-    return `“${short}” (one of ${set.cards.length})`;
+  const tools = [...new Set(set.cards.map((c) => c.tool))].join(", ");
+  const question = Array.from((set.preview || "").trim()); // by character, never half an emoji
+  if (question.length) {
+    const short = question.length > 60
+      ? `${question.slice(0, 59).join("").trimEnd()}…` : question.join("");
+    return `“${short}” (one of ${set.cards.length}: ${tools})`;
   }
-  return `one of ${set.cards.length}: ${[...new Set(set.cards.map((c) => c.tool))].join(", ")}`;
+  return `one of ${set.cards.length}: ${tools}`;
 }
 
 export function timeWords(seconds) {
@@ -67,8 +69,7 @@ export function answerLines(body, name) {
     nextStep = "Say your answer again, a little closer to the microphone, or tap.";
   } else if (spoken && meaningful(guess) && body.reason === "unclear") {
     // Heard, but not surely enough to act on: a guess, not what was heard.
-    lines.push({ cls: "", text: "Not heard clearly enough to act on. Best guess: ",
-      heard: guess });
+    lines.push({ cls: "", text: "Best guess: ", heard: guess });
   } else if (spoken && meaningful(guess)) {
     lines.push({ cls: "", text: "Heard: ", heard: guess });
   } else if (spoken && !nothingHeard) {
