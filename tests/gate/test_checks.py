@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from voicegate.gate.checks import EVIDENCE_MAX_AGE, check_answer, check_set
 from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.gate.types import (
@@ -58,7 +60,7 @@ def verdict_of(evidence: Evidence, pending: PendingSet, device: Device | None = 
     first = check_set(evidence, pending)
     assert first.reason is None
     return check_answer(
-        evidence, pending, device, now=NOW, is_write=lambda t: True, before=first.checks
+        evidence, pending, device, now=NOW, device_refusal=lambda t: None, before=first.checks
     )
 
 
@@ -141,8 +143,26 @@ def test_a_tool_that_is_not_a_registered_write_is_refused_last() -> None:
         pending,
         DEVICE,
         now=NOW,
-        is_write=lambda t: False,
+        device_refusal=lambda t: Reason.NOT_A_WRITE,
         before=first.checks,
     )
     assert verdict.reason is Reason.NOT_A_WRITE
+    assert verdict.checks[-1].name == "registered_write"
+
+
+@pytest.mark.parametrize("reason", [Reason.OPERATOR_DISABLED, Reason.NOT_ON_DEVICE])
+def test_a_tool_the_operator_no_longer_lets_a_device_release_is_refused_with_why(
+    reason: Reason,
+) -> None:
+    pending = waiting_set(2)
+    first = check_set(answer(Kind.CHOOSE, 2), pending)
+    verdict = check_answer(
+        answer(Kind.CHOOSE, 2),
+        pending,
+        DEVICE,
+        now=NOW,
+        device_refusal=lambda t: reason,
+        before=first.checks,
+    )
+    assert (verdict.reason, verdict.chosen) == (reason, None)
     assert verdict.checks[-1].name == "registered_write"

@@ -95,9 +95,13 @@ async def agent_at(
 
 @asynccontextmanager
 async def serve(
-    tmp_path: Path, policy: Policy, upstream: UpstreamSpec | None = None
+    tmp_path: Path,
+    policy: Policy,
+    upstream: UpstreamSpec | None = None,
+    store: MemoryStore | None = None,
 ) -> AsyncIterator[Running]:
-    """Serve the gate in this event loop in front of ``python -m voicegate.mcp.notes``."""
+    """Serve the gate in this event loop in front of ``python -m voicegate.mcp.notes``; on
+    ``store`` when given, as a server restarted on the same database would."""
     pidfile = tmp_path / "notes.pids"
     if upstream is None:
         upstream = UpstreamSpec.from_command(
@@ -108,7 +112,7 @@ async def serve(
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = int(sock.getsockname()[1])
-    store = MemoryStore()
+    store = store if store is not None else MemoryStore()
     config = ServerConfig(port=port, token=Secret(TOKEN), keys=KeyRing.generate())
     app = build_app(config, upstream=upstream, policy=policy, store=store)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

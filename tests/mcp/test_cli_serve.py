@@ -294,6 +294,24 @@ async def test_serve_logs_which_tools_pass_straight_through_and_why(tmp_path: Pa
     assert "write_note" not in message
 
 
+async def test_serve_logs_the_high_risk_tools_and_a_glob_that_matches_nothing(
+    tmp_path: Path,
+) -> None:
+    # The notes server annotates delete_note destructiveHint: true; "delet_*" is a typo.
+    flags = [*NOTES, "--token", TOKEN, "--high-risk", "delet_*"]
+    async with voicegate_serve(tmp_path, *flags) as served:
+        lines = [
+            json.loads(await asyncio.wait_for(served.log.readline(), timeout=30)) for _ in range(4)
+        ]
+    said = {line["message"]: line["level"] for line in lines}
+    assert said["high-risk writes (a second yes): none"] == "info"
+    assert (
+        said["marked destructiveHint by the upstream, not named by --high-risk (one yes): "
+             "delete_note"] == "warning"
+    )  # fmt: skip
+    assert said["globs that match no listed tool: --high-risk 'delet_*'"] == "warning"
+
+
 async def test_a_busy_port_is_one_line_before_any_upstream_is_started(tmp_path: Path) -> None:
     pidfile = tmp_path / "notes.pids"
     with socket.socket() as taken:

@@ -13,6 +13,7 @@ from voicegate.mcp.policy import (
     check_collisions,
     parse_modes,
     parse_pairs,
+    policy_lines,
     read_reasons,
     reads_line,
     split_globs,
@@ -101,3 +102,25 @@ def test_the_reads_line_names_every_read_and_the_reason_for_it() -> None:
     assert "list_notes (readOnlyHint)" in line and "peek" not in line
     assert "--strict" in line  # a claim of the upstream's own is said to be one
     assert "none" in reads_line(Policy(strict=True), HINTS)
+
+
+def test_the_start_lines_name_high_risk_tools_unnamed_destructive_claims_and_dead_globs() -> None:
+    policy = Policy(
+        reads=("get_*", "lookup_*"),
+        high_risk=("delete_*", "delet_*"),
+        modes=(("send_*", Mode.REJECT),),
+    )
+    tools = {"get_balance": False, "delete_note": True, "close_account": True, "send_x": False}
+    assert policy_lines(policy, tools) == [
+        (False, "high-risk writes (a second yes): delete_note"),
+        (True, "marked destructiveHint by the upstream, not named by --high-risk (one yes): "
+               "close_account"),
+        (True, "globs that match no listed tool: --reads 'lookup_*', --high-risk 'delet_*'"),
+    ]  # fmt: skip
+    # A claim alone never changes a tool's risk: only --high-risk does.
+    assert policy.classify("close_account").risk is Risk.LOW
+
+
+def test_a_policy_that_matches_every_glob_warns_of_nothing() -> None:
+    lines = policy_lines(Policy(high_risk=("delete_*",)), {"delete_note": True, "list": False})
+    assert lines == [(False, "high-risk writes (a second yes): delete_note")]

@@ -36,7 +36,7 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         pending,
         device,
         now=w.clock(),
-        is_write=w.is_write,
+        device_refusal=w.device_refusal,
         before=addressed.checks,
     )
     if verdict.reason is not None:
@@ -58,7 +58,10 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         checks.fail("evidence_consumed_once", Reason.EVIDENCE_REUSED)
         return refused(evidence, pending, Reason.EVIDENCE_REUSED, checks.done())
     checks.ok("evidence_consumed_once")
-    if pending.risk is Risk.HIGH and pending.stage is Stage.CHOOSE:
+    # One set has one risk, and the operator's policy is read now: a set proposed at low risk
+    # whose tool has since been made high-risk asks for the second yes all the same.
+    high = pending.risk is Risk.HIGH or any(w.risk_of(a.tool) is Risk.HIGH for a in pending.actions)
+    if high and pending.stage is Stage.CHOOSE:
         return await _advance_to_final(w, evidence, pending, verdict.chosen, checks)
     return await release(w, evidence, pending, verdict.chosen, checks)
 
@@ -86,6 +89,7 @@ async def _advance_to_final(
         fingerprint_id=evidence.fingerprint_id,
     )
     final = pending.replace(
+        risk=Risk.HIGH,
         stage=Stage.FINAL,
         nonce=secrets.token_urlsafe(24),
         chosen=chosen,

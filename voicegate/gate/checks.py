@@ -120,14 +120,16 @@ def check_answer(
     device: Device | None,
     *,
     now: float,
-    is_write: Callable[[str], bool],
+    device_refusal: Callable[[str], Reason | None],
     before: Iterable[Check] = (),
 ) -> Verdict:
     """Every check after ``check_set`` (whose checks come in ``before``), on plain values.
 
     ``device`` is the stored device named by the evidence (None when there is none). Passes a
     cancel or a request for more time once the answer itself is sound; passes a choice or a
-    yes only for one card, unchanged, shown in full and a registered write.
+    yes only for one card, unchanged, shown in full and a write the operator still lets a
+    device release (``device_refusal`` of its tool is None: not disabled, not moved to another
+    mode since the card was proposed).
     """
     checks = Checklist(before)
     if device is None:
@@ -164,8 +166,9 @@ def check_answer(
     if not _shown_enough(action, chosen, evidence):
         return _refuse(checks, "shown_in_full", Reason.NOT_SHOWN_IN_FULL)
     checks.ok("shown_in_full")
-    if not is_write(action.tool):
-        return _refuse(checks, "registered_write", Reason.NOT_A_WRITE)
+    refusal = device_refusal(action.tool)
+    if refusal is not None:
+        return _refuse(checks, "registered_write", refusal)
     checks.ok("registered_write")
     return Verdict(checks.done(), chosen=chosen)
 

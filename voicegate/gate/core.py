@@ -27,6 +27,7 @@ from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
 from voicegate.gate.types import Check, Evidence, PendingSet, Receipt, Risk
 from voicegate.gate.wiring import Executor
+from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
 
@@ -56,6 +57,8 @@ class Gate:
         executor: Executor,
         is_write: Callable[[str], bool],
         receipt_keys: KeyRing,
+        device_refusal: Callable[[str], Reason | None] | None = None,
+        risk_of: Callable[[str], Risk] | None = None,
         clock: Callable[[], float] = time.time,
         choose_ttl: float = 120.0,
         final_ttl: float = 60.0,
@@ -69,6 +72,12 @@ class Gate:
         self.store = store
         self.executor = executor
         self.is_write = is_write
+        # Without a policy to ask: a registered write may be released, at the risk it was
+        # proposed with.
+        self.device_refusal = device_refusal or (
+            lambda tool: None if is_write(tool) else Reason.NOT_A_WRITE
+        )
+        self.risk_of = risk_of or (lambda tool: Risk.LOW)
         self.receipt_keys = receipt_keys
         self.clock = clock
         self.choose_ttl = choose_ttl

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 from voicegate.gate.backlog import Backlog
 from voicegate.gate.quota import ProposalLimits
+from voicegate.gate.types import Risk
+from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
 
@@ -27,6 +29,10 @@ class Wiring(Protocol):
     store: Store
     executor: Executor
     is_write: Callable[[str], bool]
+    # Why a waiting card of a tool may not be released from a device now (None: it may), and
+    # the risk the operator gives a tool now: the policy as it stands when the user answers.
+    device_refusal: Callable[[str], Reason | None]
+    risk_of: Callable[[str], Risk]
     receipt_keys: KeyRing
     clock: Callable[[], float]
     choose_ttl: float

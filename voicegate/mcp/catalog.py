@@ -14,8 +14,17 @@ from typing import Any
 from mcp.types import CallToolResult, Tool
 
 from voicegate.errors import ConfigError, Refused, VoicegateError
+from voicegate.gate.types import Risk
 from voicegate.mcp import input_schema
-from voicegate.mcp.policy import OWN_TOOLS, Classification, Policy, check_collisions, reads_line
+from voicegate.mcp.policy import (
+    OWN_TOOLS,
+    Classification,
+    Mode,
+    Policy,
+    check_collisions,
+    policy_lines,
+    reads_line,
+)
 from voicegate.mcp.upstream import UpstreamPool
 from voicegate.reasons import Reason
 
@@ -68,6 +77,17 @@ class Catalog:
                 return tool
         return None
 
+    async def tools_or_last(self) -> list[Tool]:
+        """``tools()``, or, while the upstream cannot be listed, its tools as last listed: an
+        outage hides none of what the agent was shown. An upstream never listed raises."""
+        try:
+            return await self.tools()
+        except Refused as exc:
+            if not self._listed:
+                raise
+            logger.warning("tools/list from the last listing: %s", exc)
+            return list(self._listed.values())
+
     def listed(self, name: str) -> Tool | None:
         """``name`` as the upstream last listed it, without asking the upstream again."""
         return self._listed.get(name)
@@ -90,9 +110,34 @@ class Catalog:
         """Whether ``name`` is a write (the gate core releases only writes)."""
         return self.classify(name).write
 
+    def device_refusal(self, name: str) -> Reason | None:
+        """Why a waiting card of ``name`` may not be released from a device now, or None: by the
+        operator's policy as it stands when the user answers, not as it stood when the card was
+        proposed (a server restarted with ``--mode "send_*=reject"`` runs no card it rejects)."""
+        kind = self.classify(name)
+        if not kind.write:
+            return Reason.NOT_A_WRITE
+        if kind.mode is Mode.REJECT:
+            return Reason.OPERATOR_DISABLED
+        if kind.mode is not Mode.DEVICE:
+            return Reason.NOT_ON_DEVICE
+        return None
+
+    def risk_of(self, name: str) -> Risk:
+        """The risk the operator's policy gives ``name`` now (``--high-risk``)."""
+        return self.classify(name).risk
+
     def reads_line(self) -> str:
         """Which listed tools pass straight through as reads, and why, in one line."""
         return reads_line(self.policy, self._hints)
+
+    def policy_lines(self) -> list[tuple[bool, str]]:
+        """The high-risk tools, unnamed destructive claims and unmatched globs (``policy``)."""
+        destructive = {
+            t.name: bool(t.annotations is not None and t.annotations.destructive_hint is True)
+            for t in self._listed.values()
+        }
+        return policy_lines(self.policy, destructive)
 
     def is_read(self, name: str) -> bool:
         """Whether a call of ``name`` goes straight to the upstream: a read, not the gate's own."""

@@ -151,3 +151,39 @@ def reads_line(policy: Policy, hints: Mapping[str, bool | None]) -> str:
     if "readOnlyHint" in reasons.values():
         line += "; readOnlyHint is the upstream's own claim, which --strict ignores"
     return line
+
+
+def policy_lines(policy: Policy, tools: Mapping[str, bool]) -> list[tuple[bool, str]]:
+    """What the operator should see at start beside ``reads_line``: which listed tools need two
+    yeses, the upstream's ``destructiveHint`` claims that ``--high-risk`` does not name (a claim
+    alone never changes a tool's risk), and every glob that matches no listed tool, since a typo
+    in ``--high-risk`` would quietly leave a tool at one yes. ``tools`` maps each listed tool to
+    whether the upstream marks it ``destructiveHint: true``. Each line comes with whether it is
+    a warning."""
+    names = sorted(tools)
+    high = [t for t in names if _matches(t, policy.high_risk)]
+    lines = [(False, f"high-risk writes (a second yes): {', '.join(high) if high else 'none'}")]
+    unnamed = [t for t in names if tools[t] and t not in high]
+    if unnamed:
+        lines.append(
+            (
+                True,
+                "marked destructiveHint by the upstream, not named by --high-risk (one yes): "
+                + ", ".join(unnamed),
+            )
+        )
+    flags = (
+        ("--reads", policy.reads),
+        ("--writes", policy.writes),
+        ("--high-risk", policy.high_risk),
+        ("--mode", tuple(glob for glob, _ in policy.modes)),
+    )
+    unmatched = [
+        f"{flag} {glob!r}"
+        for flag, globs in flags
+        for glob in globs
+        if not any(fnmatchcase(t, glob) for t in names)
+    ]
+    if unmatched:
+        lines.append((True, f"globs that match no listed tool: {', '.join(unmatched)}"))
+    return lines

@@ -92,10 +92,10 @@ class GatedTools:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        """The upstream's tools, as gated, then the gate's own (an upstream that cannot be
-        listed: an internal error that says why, not a bare "Internal server error")."""
+        """The upstream's tools as gated (its last listing while it is unreachable: the gate's
+        own need only the store), then the gate's own; never listed: an error saying why."""
         try:
-            tools = await self.catalog.tools()
+            tools = await self.catalog.tools_or_last()
         except Refused as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from exc
         listed = [tool_list.present(t, self.catalog.classify(t.name)) for t in tools]
@@ -211,8 +211,7 @@ class GatedTools:
             return _from_receipt(receipt)
         if kind.mode is Mode.TOKEN:
             return await self._token(kind, arguments)
-        # Asked before the set exists: a store that fails after it does must not tell the agent
-        # "nothing ran" about a card the user can still approve.
+        # Asked first: once the set exists, a failing store must not say "nothing ran" of it.
         paired = await self.gate.paired(self.options.user)
         pending = await self.gate.propose(
             self.options.user,

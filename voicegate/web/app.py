@@ -106,6 +106,8 @@ def build_app(
         executor=events.timed(catalog.execute),
         is_write=catalog.is_write,
         receipt_keys=keys,
+        device_refusal=catalog.device_refusal,
+        risk_of=catalog.risk_of,
         clock=clock,
         limits=config.proposal_limits,
     )
@@ -154,6 +156,8 @@ def build_app(
                 await catalog.start()
                 # Said once, so the operator sees which tools run without any yes, and why.
                 logger.info("%s", catalog.reads_line())
+                for warn, line in catalog.policy_lines():
+                    logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
             except UpstreamError as exc:
                 # Not fatal: the pool reconnects on first use; the collision check runs then.
                 logger.warning("upstream not reachable at start: %s", exc.detail)
