@@ -166,16 +166,14 @@ class GatedTools:
         for number, option in enumerate(options, 1):
             if await self.catalog.lookup(option.tool) is None:
                 raise Refused(Reason.UNKNOWN_TOOL, f"option {number}: no tool {option.tool!r}")
-            kind = self.catalog.classify(option.tool)
-            if not kind.write:
-                raise Refused(Reason.NOT_A_WRITE, f"option {number}: {option.tool} only reads")
-            if kind.mode is Mode.REJECT:
-                raise Refused(Reason.OPERATOR_DISABLED, f"option {number}: {option.tool}")
-            if kind.mode is not Mode.DEVICE:
-                raise Refused(Reason.NOT_ON_DEVICE, f"option {number}: {option.tool}")
+            # The same rule a card is released by: a write the device approves, in device mode.
+            refusal = self.catalog.device_refusal(option.tool)
+            if refusal is not None:
+                only = " only reads" if refusal is Reason.NOT_A_WRITE else ""
+                raise Refused(refusal, f"option {number}: {option.tool}{only}")
             await self.catalog.check_arguments(option.tool, option.arguments, f"option {number}")
             # One set has one risk: when any option needs a second yes, whichever is chosen asks.
-            if kind.risk is Risk.HIGH:
+            if self.catalog.risk_of(option.tool) is Risk.HIGH:
                 risk = Risk.HIGH
         requests = [ActionRequest(tool=o.tool, arguments=o.arguments) for o in options]
         paired = await self.gate.paired(self.options.user)

@@ -223,11 +223,10 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and already listening; ``ConfigError`` if it cannot be."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on connections
     # accepted from a socket that says it is TCP; without it every small answer waits ~40 ms
     # for a delayed acknowledgement.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = socket.socket(_family(host), socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -241,8 +240,7 @@ def listen(host: str, port: int) -> socket.socket:
 def port_free(host: str, port: int) -> bool:
     """Whether ``host:port`` can be bound now, as ``listen`` binds it: with ``SO_REUSEADDR``,
     so the connections of a server that just stopped (TIME_WAIT) do not hold the port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
@@ -253,7 +251,11 @@ def port_free(host: str, port: int) -> bool:
 
 def free_port(host: str) -> int:
     """A port on ``host`` that nothing listens on now, chosen by the system."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _family(host: str) -> socket.AddressFamily:
+    """IPv6 for an address with a colon in it ("::1"), else IPv4."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
