@@ -18,7 +18,15 @@ from typing import Any
 from voicegate.bench.measure import Options, median, ms
 from voicegate.bench.voice_app import one_second_clip, ready_answer, upload, voice_app
 
-STEPS = ("decode", "fingerprint", "encoder", "decoding", "closed_vocabulary", "grammar")
+STEPS = (
+    "decode",
+    "fingerprint",
+    "encoder",
+    "decoding",
+    "closed_vocabulary",
+    "answer_model",
+    "grammar",
+)
 
 
 def run(options: Options) -> dict[str, Any]:

@@ -154,7 +154,8 @@ def run_decide(args: argparse.Namespace) -> int:
             print(f"  {score:8.2f}  {text}")
         if result.rule:
             fused = "" if result.fused is None else f"  fused probability {result.fused:.3f}"
-            print(f"  rule {result.rule}  probability {result.probability:.3f}{fused}")
+            heard = "" if result.heard is None else f"  answer model {result.heard:.3f}"
+            print(f"  rule {result.rule}  probability {result.probability:.3f}{fused}{heard}")
         if result.taught is not None:
             print(f"  {taught_line(result.taught)}")
         if result.timings_ms:

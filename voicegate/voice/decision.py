@@ -20,6 +20,13 @@ it, out of the sum over all of them. Then:
    first ``Calibration.support`` of a language's beam: scores alone were measured confirming
    the Hindi contradiction "haan nahin", whose transcripts ("Hannain") the grammar cannot read.
 
+4. **The sound agrees.** Where the recogniser has an answer model (``voice/answer_model.py``,
+   a classifier over the encoder's frames trained on real and synthetic speech, near misses
+   above all), a release also needs the model's likeliest answer to be that release, with at
+   least its calibrated probability (``Calibration.answers``; ``agree``). Every transcript of the
+   beam can say "Two." for a spoken "tooth"; the sound alone can tell them apart. The model only
+   takes releases away: it releases nothing the words did not.
+
 Everything else refuses, with the grammar's own reason when it had one, else ``UNCLEAR``.
 
 **Personal answers** (``fuse``, docs/voice.md "Enrolment"). Where the user taught templates,
@@ -44,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from voicegate.gate.types import Decision, Stage
@@ -104,6 +111,9 @@ class Calibration:
     # The log prior odds, at a choice among cards, of "anything else" (a free transcript the
     # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
     other: float = 0.0
+    # The answer model's thresholds by question ("card", "yes"; ``agree``), from its own record
+    # (voice/answer_models/); None where this recogniser has no answer model.
+    answers: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         # A prior above 0 could lift "anything else" over a refusal of meaning and so move the
@@ -142,6 +152,8 @@ class Verdict:
     # The winner's fused probability, where the user's templates weighed in (``fuse``); the
     # ``probability`` above stays the recogniser's own.
     fused: float | None = None
+    # The answer model's probability of the decision, where it weighed in (``agree``).
+    heard: float | None = None
 
 
 def one_card(decision: Decision) -> Decision:
@@ -194,6 +206,28 @@ def decide(
     if winner.releases and not _supported(winner, finite, calibration.support):
         return Verdict(fallback, probability, "unsupported", winner)
     return Verdict(winner, probability, "decided", winner)
+
+
+def agree(
+    verdict: Verdict,
+    answers: Mapping[Decision, float] | None,
+    stage: Stage,
+    calibration: Calibration,
+    cards: int = 1,
+) -> Verdict:
+    """The verdict once the answer model has heard the clip (module docstring, rule 4): a
+    release stands only where the answer model's likeliest answer is that release, with at
+    least its calibrated probability; ``answers`` are its probabilities of the answers this
+    question can take (``answer_model.meanings``). Refusals, cancels and waits stand as they are:
+    the model only ever takes a release away."""
+    need = calibration.answers.get(question(stage, cards)) if calibration.answers else None
+    if answers is None or need is None or not verdict.decision.releases:
+        return verdict
+    said = max(answers, key=lambda d: answers[d])
+    if said == verdict.decision and answers[said] >= need:
+        return replace(verdict, heard=answers[said])
+    return Verdict(UNCLEAR, verdict.probability, "answer_model", verdict.winner, verdict.fused,
+                   answers.get(verdict.decision, 0.0))  # fmt: skip
 
 
 def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Verdict:

@@ -22,6 +22,7 @@ from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, enrolment, templates
+from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.enrolment import meaning_text
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
@@ -63,6 +64,8 @@ class VoiceResult:
     fused: float | None = None
     # What the user's templates said about this answer; None where they taught nothing.
     taught: Taught | None = None
+    # The answer model's probability of the decision, where it weighed in.
+    heard: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +198,8 @@ class VoicePipeline:
             verdict = decision.fuse(
                 verdict, scored, transcript, taught, stage, self.calibration, cards
             )
+            said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
+            verdict = decision.agree(verdict, said, stage, self.calibration, cards)
         timings.setdefault("grammar", _ms(self._clock() - t3))
         return VoiceResult(
             decision=verdict.decision,
@@ -209,6 +214,7 @@ class VoicePipeline:
             probability=verdict.probability,
             fused=verdict.fused,
             taught=taught,
+            heard=verdict.heard,
         )
 
     async def take(self, clip: Clip) -> Take:
@@ -355,6 +361,7 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "rule": result.rule,
         "probability": round(result.probability, 4),
         "fused_probability": None if result.fused is None else round(result.fused, 4),
+        "answer_model_probability": None if result.heard is None else round(result.heard, 4),
         "taught": None if result.taught is None else taught_json(result.taught),
     }
 

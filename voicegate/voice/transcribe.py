@@ -83,6 +83,9 @@ class Hearing:
     # The clip's features for the user's templates (``Transcriber.frames``), from this same
     # encoder pass; None where the recogniser gave none.
     frames: npt.NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    # The answer model's P(class) over ``answer_model.CLASSES``, from its own short-window
+    # encoder pass; None where the recogniser has no answer model.
+    answers: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from voicegate.errors import ModelError
 from voicegate.reasons import Reason
-from voicegate.voice import calibration, models, templates, windows
+from voicegate.voice import answer_model, calibration, models, templates, windows
 from voicegate.voice.prompts import Prompt, check_steps, spelled
 from voicegate.voice.transcribe import (
     HOP,
@@ -99,7 +99,12 @@ class FasterWhisperTranscriber:
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"{model}: CTranslate2 could not load {path}: {exc}") from exc
         self.model = model
+        self.answer_model = answer_model.load(model)
         self.calibration = calibration.at(model, heard_at)
+        if self.answer_model is not None:
+            self.calibration = dataclasses.replace(
+                self.calibration, answers=self.answer_model.thresholds
+            )
         self.device = device
         self.compute_type = compute_type
         self.multilingual = bool(self._model.is_multilingual)
@@ -136,23 +141,55 @@ class FasterWhisperTranscriber:
         t2 = self._clock()
         scores = self._scores(full, utterances, spoken, free)
         t3 = self._clock()
+        answers = self._answers([u.samples for u in utterances])
+        t4 = self._clock()
         n = len(utterances)
         timings = {
             "encoder": (t1 - t0) * 1000 / n,
             "decoding": (t2 - t1) * 1000 / n,
             "closed_vocabulary": (t3 - t2) * 1000 / n,
+            "answer_model": (t4 - t3) * 1000 / n,
         }
         return [
             dataclasses.replace(
                 self._hearing(u, spoken[i], priors[i], free[i], scores[i], timings),
                 frames=templates.encoder_frames(full[i], u.samples, lead_in(u.samples)),
+                answers=answers[i],
             )
             for i, u in enumerate(utterances)
+        ]
+
+    def _answers(self, clips: Sequence[Samples]) -> list[tuple[float, ...] | None]:
+        """The answer model's P(class) of each clip, from its own short-window encoder pass."""
+        if self.answer_model is None:
+            return [None] * len(clips)
+        model = self.answer_model
+        return [
+            tuple(float(p) for p in model.probabilities(frames))
+            for frames in self.short_frames(clips)
         ]
 
     def frames(self, samples: Samples) -> npt.NDArray[np.float32]:
         """The encoder frames over the clip's speech, heard as an answer is: a template."""
         return templates.encoder_frames(self._encode([samples])[0], samples, lead_in(samples))
+
+    def short_frames(self, clips: Sequence[Samples]) -> list[npt.NDArray[np.float32]]:
+        """Each clip's encoder frames over the short window, whatever window the model is
+        calibrated at: the answer model's input (``voice/answer_model.py``). Clips of one
+        window width share an encoder call; a batch would pad every clip to the longest."""
+        import ctranslate2
+
+        mels = [self._mel(samples) for samples in clips]
+        widths = [windows.frames(windows.SHORT, mel.shape[1]) for mel in mels]
+        out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(clips)
+        for width in sorted(set(widths)):
+            rows = [i for i, w in enumerate(widths) if w == width]
+            feats = np.stack([windows.fit(mels[i], width) for i in rows])
+            encoded = self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
+            for i, frames in zip(rows, np.asarray(encoded), strict=True):
+                heard = lead_in(clips[i]) + len(clips[i])
+                out[i] = answer_model.kept(np.asarray(frames, dtype=np.float32), heard)
+        return out
 
     def _encode(self, clips: Sequence[Samples]) -> npt.NDArray[np.float32]:
         """One encoder call over the clips, each after its lead-in, in the calibrated window."""

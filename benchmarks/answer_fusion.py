@@ -1,0 +1,260 @@
+"""Today's rule, the answer model alone, and the two fused: side by side on the same real clips.
+
+    # the recogniser's hearings of the corpus (benchmarks/calibrate.py) and of the held-out near
+    # misses that training/answer_model.py wrote, at both questions
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/calibrate.py hear --model tiny.en \\
+        --fsdd-takes 10 --cache bench-out/hear-tiny.jsonl
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/answer_fusion.py hear \\
+        --cache bench-out/hear-nearmiss.jsonl
+    # the thresholds of the shipped rule, then the table (the answer model's out-of-fold
+    # probabilities: training/answer_model.py fit)
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/answer_fusion.py fit \\
+        --cache bench-out/hear-tiny.jsonl
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/answer_fusion.py table \\
+        --cache bench-out/hear-tiny.jsonl --near bench-out/hear-nearmiss.jsonl
+
+Each corpus clip is decided with the answer model that never heard its speaker (its fold's), at
+the threshold fitted on the other half of the folds; a held-out near miss with the shipped model
+and its shipped thresholds (no model heard those words). The rules:
+
+- **decoder**: today's (``decision.decide``), the answer model not asked;
+- **model**: the answer model alone (its likeliest answer, at its threshold);
+- **both**: shipped (``decision.agree``): a release of today's rule stands only where the answer
+  model's likeliest answer is the same, at its threshold;
+- **lift**: as both, and where today's rule was only unsure (its winner under its threshold,
+  unsupported, no answer) the answer model's release stands unless the transcript says
+  another answer or the likeliest hypothesis is a refusal of meaning (measured, not shipped).
+
+``fit`` writes the thresholds of "both" into the answer model's record: for each question, the
+lowest step from 0.5 at which one half of the folds (FSDD's jackson and nicolas with the
+speech_commands speakers 0 and 1; the rest) releases nothing wrongly, fitted on each half, the
+higher shipped, so every reported figure is at a threshold the other half fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from calibrate import hear_one, load, readings, record  # type: ignore[import-not-found]
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+from voicegate.voice import answer_model as am
+from voicegate.voice import calibration, consent, decision
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.transcribe import Hearing
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench-out" / "answer-model"
+RULES = ("decoder", "model", "both", "lift")
+_NOTHING = Decision(Kind.REFUSE)
+NEAR_CONFIGS = ((1, Stage.CHOOSE), (1, Stage.FINAL), (2, Stage.CHOOSE), (3, Stage.CHOOSE),
+                (4, Stage.CHOOSE), (5, Stage.CHOOSE))  # fmt: skip
+
+
+def hear(args: argparse.Namespace) -> int:
+    """The recogniser's hearing of every held-out near miss, at a card and at a yes question."""
+    from voicegate.voice.whisper import FasterWhisperTranscriber
+
+    transcriber = FasterWhisperTranscriber("tiny.en", threads=args.threads)
+    union = {r.text: r for rs in readings(("en",)).values() for r in rs}
+    texts = tuple(union)
+    spoken = tuple(SPOKEN[union[t].lang] for t in texts)
+    cache = Path(args.cache)
+    done = (
+        {json.loads(line)["id"] for line in cache.read_text().splitlines()}
+        if cache.exists()
+        else set()
+    )
+    with cache.open("a") as out:
+        for wav in sorted((OUT / "heldout").glob("*.wav")):
+            for question in ("card", "yes"):
+                key = f"{question}/{wav.stem}"
+                if key in done:
+                    continue
+                h = hear_one(transcriber, wav, ("en",), texts, spoken, question)
+                out.write(json.dumps(record(key, h), ensure_ascii=False) + "\n")
+                out.flush()
+    return 0
+
+
+def verdicts(
+    h: Hearing, probs: np.ndarray[Any, Any], cards: int, stage: Stage, need: float
+) -> dict[str, Decision]:
+    """Each rule's decision for one clip at one question."""
+    cal = decision.Calibration(
+        **{**_fields(calibration.of("tiny.en")), "answers": {decision.question(stage, cards): need}}
+    )
+    transcript = reading_of(h.text, cards, stage)
+    meanings = am.meanings(probs, cards, stage)
+    said = max(meanings, key=lambda m: meanings[m])
+    sure = said.releases and meanings[said] >= need
+    # Alone, the model also cancels and waits, at the same threshold.
+    model = said if said.kind in decision.ANSWERS and meanings[said] >= need else _NOTHING
+    if h.refusal is not None:
+        v = decision.refused_by_recogniser(h.refusal, transcript)
+        return {"decoder": v.decision, "model": model, "both": v.decision, "lift": v.decision}
+    rs = consent.readings(cards, stage, tuple(LEXICONS["en"]))
+    scored = hypotheses(rs, h, cards, stage)
+    v = decision.decide(scored, transcript, stage, cal, cards)
+    both = decision.agree(v, meanings, stage, cal, cards).decision
+    lift = both
+    if sure and v.rule in ("unclear", "unsupported", "no_answer"):
+        finite = [x for x in scored if math.isfinite(x.score)]
+        vetoed = decision._meaning(decision._likeliest(finite, cal.prior(stage, cards)))
+        other = transcript.kind in decision.ANSWERS and transcript != said
+        lift = v.decision if vetoed or other else said
+    return {"decoder": v.decision, "model": model, "both": both, "lift": lift}
+
+
+def _fields(cal: decision.Calibration) -> dict[str, Any]:
+    return {name: getattr(cal, name) for name in cal.__slots__}  # type: ignore[attr-defined]
+
+
+def outcome(want: Decision, got: Decision) -> str:
+    """right, refused (a right answer not taken), wrong (a wrong release) or held."""
+    if want.kind is Kind.REFUSE:
+        return "wrong" if got.releases else "held"
+    if got == want or (want.kind is Kind.CANCEL and got.kind is Kind.CANCEL):
+        return "right"
+    return "wrong" if got.releases else "refused"
+
+
+def expected(label: str, cards: int, stage: Stage) -> Decision:
+    onehot = np.eye(len(am.CLASSES))[am.CLASSES.index(label)]
+    p = am.meanings(onehot, cards, stage)
+    return max(p, key=lambda m: p[m])
+
+
+HALVES = {"folds 0-1": (0, 1), "folds 2-3": (2, 3)}
+OTHER_HALF = {0: "folds 2-3", 1: "folds 2-3", 2: "folds 0-1", 3: "folds 0-1"}
+GRID = [round(0.5 + 0.005 * i, 3) for i in range(100)]
+
+
+def cases(cache: Path) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Hearing, int, Stage]]:
+    """Every corpus clip as recorded with its hearing and out-of-fold probabilities, at each
+    question it is decided at: FSDD among five cards, speech_commands on one card and at a
+    final card (as ``benchmarks/calibrate.py`` decides them)."""
+    rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
+    with np.load(OUT / "oof.npz") as z:
+        oof = z["oof"]
+    hearings = load(cache)
+    out = []
+    for i, r in enumerate(rows):
+        h = hearings.get(r["id"].split("/", 1)[1])
+        if r["copy"] != 0 or r["source"] not in ("fsdd", "sc") or h is None:
+            continue
+        fsdd = r["source"] == "fsdd"
+        for cards, stage in [(5, Stage.CHOOSE)] if fsdd else [(1, Stage.CHOOSE), (1, Stage.FINAL)]:
+            out.append((r, oof[i], h, cards, stage))
+    return out
+
+
+def fit(args: argparse.Namespace) -> int:
+    """The thresholds of "both", by question and half; the higher of the halves shipped."""
+    every = cases(Path(args.cache))
+    fits: dict[str, dict[str, float]] = {}
+    for question in ("card", "yes"):
+        fits[question] = {}
+        for half, folds in HALVES.items():
+            mine = [c for c in every if c[0]["fold"] in folds
+                    and decision.question(c[4], c[3]) == question]  # fmt: skip
+            fits[question][half] = next(
+                (t for t in GRID if not any(_wrong(c, t) for c in mine)), 1.0
+            )
+    path = ROOT / "voicegate/voice/answer_models/tiny.en.json"
+    record = json.loads(path.read_text())
+    record["fits"] = fits
+    record["thresholds"] = {q: max(h.values()) for q, h in fits.items()}
+    record["fit_source"] = f"benchmarks/answer_fusion.py fit --cache {args.cache}"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps({"fits": fits, "thresholds": record["thresholds"]}, indent=2))
+    return 0
+
+
+def _wrong(case: tuple[Any, ...], need: float) -> bool:
+    r, probs, h, cards, stage = case
+    got = verdicts(h, probs, cards, stage, need)["both"]
+    return outcome(expected(r["label"], cards, stage), got) == "wrong"
+
+
+def table(args: argparse.Namespace) -> int:
+    """Right, refused and wrong releases of each rule on each set."""
+    rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
+    with np.load(OUT / "oof.npz") as f:
+        z = dict(f)
+    record_ = json.loads((ROOT / "voicegate/voice/answer_models/tiny.en.json").read_text())
+    fits = record_["fits"]
+    counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r, probs, h, cards, stage in cases(Path(args.cache)):
+        need = fits[decision.question(stage, cards)][OTHER_HALF[r["fold"]]]
+        want = expected(r["label"], cards, stage)
+        for rule, got in verdicts(h, probs, cards, stage, need).items():
+            counts[(_set(r, cards, stage), rule)][outcome(want, got)] += 1
+    if args.near:
+        near = load(Path(args.near))
+        held = [int(k) for k in z["held"]]
+        for k, i in enumerate(held):
+            r = rows[i]
+            name = r["id"].split("/", 1)[1]
+            for cards, stage in NEAR_CONFIGS:
+                q = decision.question(stage, cards)
+                h = near.get(f"{q}/{name}")
+                if h is None:
+                    continue
+                need = record_["thresholds"][q]
+                for rule, got in verdicts(h, z["final"][k], cards, stage, need).items():
+                    counts[(f"held-out near misses, {q}", rule)][
+                        outcome(Decision(Kind.REFUSE), got)
+                    ] += 1
+    sets = sorted({s for s, _ in counts})
+    print("| set | " + " | ".join(f"{r}: right / refused / wrong" for r in RULES) + " |")
+    print("| --- |" + " ---: |" * len(RULES))
+    for s in sets:
+        cells = []
+        for rule in RULES:
+            c = counts[(s, rule)]
+            answered = c["right"] + c["refused"]
+            cells.append(
+                f"{c['right']} / {c['refused']} / {c['wrong']}"
+                if answered
+                else f"held {c['held']} / {c['wrong']}"
+            )
+        print(f"| {s} | " + " | ".join(cells) + " |")
+    return 0
+
+
+def _set(r: dict[str, Any], cards: int, stage: Stage) -> str:
+    where = "final" if stage is Stage.FINAL else f"{cards} card{'s' if cards > 1 else ''}"
+    if r["source"] == "fsdd":
+        return f"fsdd {r['speaker']} ({where})"
+    word = r["text"]
+    group = word if word in ("yes", "no", "stop") else "other words"
+    split = "0-1" if r["fold"] in (0, 1) else "2-3"
+    return f"sc {group}, folds {split} ({where})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    h = sub.add_parser("hear")
+    h.add_argument("--cache", required=True)
+    h.add_argument("--threads", type=int, default=2)
+    f = sub.add_parser("fit")
+    f.add_argument("--cache", required=True)
+    t = sub.add_parser("table")
+    t.add_argument("--cache", required=True)
+    t.add_argument("--near", default=None)
+    args = parser.parse_args()
+    return {"hear": hear, "fit": fit, "table": table}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The answer model: its shipped weights and record, the answers a question can take, and the
+rule by which it joins the decision (``decision.agree``)."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind, Reason
+from voicegate.voice import answer_model as am
+from voicegate.voice.decision import UNCALIBRATED, UNCLEAR, Calibration, Verdict, agree
+
+YES = Decision(Kind.CONFIRM)
+TWO = Decision(Kind.CHOOSE, card=2)
+THREE = Decision(Kind.CHOOSE, card=3)
+NOTHING = Decision(Kind.REFUSE)
+HEDGE = Decision(Kind.REFUSE, reason=Reason.HEDGE)
+NOT_UNDERSTOOD = Decision(Kind.REFUSE, reason=Reason.NOT_UNDERSTOOD)
+CALIBRATED = Calibration(0.9, 0.9, 1, "test", answers={"card": 0.8, "yes": 0.85})
+
+
+def probs(**named: float) -> np.ndarray:
+    p = np.zeros(len(am.CLASSES))
+    for name, v in named.items():
+        p[am.CLASSES.index(name)] = v
+    p[0] += 1 - p.sum()
+    return p
+
+
+def test_one_card_at_the_choose_stage_hears_one_and_yes_as_one_confirm() -> None:
+    m = am.meanings(probs(yes=0.5, card1=0.3, card2=0.1), 1, Stage.CHOOSE)
+    assert m[YES] == pytest.approx(0.8)
+    assert m[NOTHING] == pytest.approx(0.2)
+    assert sum(m.values()) == pytest.approx(1.0)
+
+
+def test_a_yes_among_several_cards_and_a_card_not_open_are_no_answer() -> None:
+    m = am.meanings(probs(yes=0.4, card2=0.3, card5=0.2), 3, Stage.CHOOSE)
+    assert YES not in m
+    assert m[TWO] == pytest.approx(0.3)
+    assert m[NOTHING] == pytest.approx(0.7)
+    assert Decision(Kind.CHOOSE, card=5) not in m
+
+
+def test_a_number_at_the_final_card_is_no_answer() -> None:
+    m = am.meanings(probs(yes=0.3, card1=0.6), 1, Stage.FINAL)
+    assert m[YES] == pytest.approx(0.3)
+    assert m[NOTHING] == pytest.approx(0.7)
+
+
+def test_the_shipped_model_loads_for_tiny_en_only() -> None:
+    model = am.load("tiny.en")
+    assert model is not None and model.width == 384
+    assert am.load("base") is None
+
+
+def test_the_shipped_thresholds_are_the_recorded_fits() -> None:
+    """Each shipped threshold is the higher of the two halves' fits in the same record."""
+    folder = files("voicegate.voice") / "answer_models"
+    record = json.loads((folder / "tiny.en.json").read_text(encoding="utf-8"))
+    model = am.load("tiny.en")
+    assert model is not None
+    assert set(model.thresholds) == {"card", "yes"}
+    for question, halves in record["fits"].items():
+        assert model.thresholds[question] == max(halves.values())
+        assert 0.5 <= model.thresholds[question] < 1.0
+
+
+def test_the_model_gives_a_distribution_and_refuses_frames_of_another_width() -> None:
+    model = am.load("tiny.en")
+    assert model is not None
+    rng = np.random.default_rng(0)
+    p = model.probabilities(rng.standard_normal((60, 384)).astype(np.float32))
+    assert p.shape == (len(am.CLASSES),) and p.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="384"):
+        model.probabilities(np.zeros((60, 512), np.float32))
+    with pytest.raises(ValueError):
+        model.probabilities(np.zeros((0, 384), np.float32))
+
+
+def test_weights_for_other_classes_are_refused() -> None:
+    with pytest.raises(ValueError, match="classes"):
+        am.from_arrays("tiny.en", {}, {"classes": ["other", "yes"]})
+
+
+def test_a_release_the_answer_model_does_not_hear_is_refused() -> None:
+    decided = Verdict(TWO, 0.97, "decided", TWO)
+    answers = am.meanings(probs(card2=0.3, card3=0.5), 4, Stage.CHOOSE)
+    v = agree(decided, answers, Stage.CHOOSE, CALIBRATED, 4)
+    assert v.decision.kind is Kind.REFUSE and v.decision.reason is Reason.UNCLEAR
+    assert v.rule == "answer_model" and v.heard == pytest.approx(0.3)
+
+
+def test_a_release_the_answer_model_hears_too_unsurely_is_refused() -> None:
+    decided = Verdict(YES, 0.99, "decided", YES)
+    answers = am.meanings(probs(yes=0.84), 1, Stage.FINAL)
+    assert agree(decided, answers, Stage.FINAL, CALIBRATED, 1).rule == "answer_model"
+
+
+def test_a_release_both_hear_stands_with_the_models_probability() -> None:
+    decided = Verdict(TWO, 0.97, "decided", TWO)
+    answers = am.meanings(probs(card2=0.95), 4, Stage.CHOOSE)
+    v = agree(decided, answers, Stage.CHOOSE, CALIBRATED, 4)
+    assert v.decision == TWO and v.rule == "decided" and v.heard == pytest.approx(0.95)
+
+
+def test_the_answer_model_never_releases_what_the_words_did_not() -> None:
+    unsure = Verdict(NOT_UNDERSTOOD, 0.6, "unclear", THREE)
+    answers = am.meanings(probs(card3=0.99), 4, Stage.CHOOSE)
+    assert agree(unsure, answers, Stage.CHOOSE, CALIBRATED, 4) == unsure
+
+
+def test_without_an_answer_model_the_recogniser_decides_alone() -> None:
+    decided = Verdict(TWO, 0.97, "decided", TWO)
+    assert agree(decided, None, Stage.CHOOSE, CALIBRATED, 4) == decided
+    answers = am.meanings(probs(card2=0.1), 4, Stage.CHOOSE)
+    assert agree(decided, answers, Stage.CHOOSE, UNCALIBRATED, 4) == decided
+
+
+DECISIONS = st.sampled_from(
+    [YES, TWO, THREE, NOTHING, HEDGE, NOT_UNDERSTOOD, Decision(Kind.CANCEL),
+     Decision(Kind.REFUSE, reason=Reason.NEGATION), Decision(Kind.MORE_TIME)]
+)  # fmt: skip
+
+
+@given(
+    decided=DECISIONS,
+    weights=st.lists(st.floats(0, 1), min_size=len(am.CLASSES), max_size=len(am.CLASSES)),
+    cards=st.integers(1, 5),
+    final=st.booleans(),
+)
+def test_the_answer_model_only_ever_takes_a_release_away(
+    decided: Decision, weights: list[float], cards: int, final: bool
+) -> None:
+    stage = Stage.FINAL if final else Stage.CHOOSE
+    w = np.asarray(weights) + 1e-9
+    answers = am.meanings(w / w.sum(), cards, stage)
+    verdict = Verdict(decided, 0.5, "decided", decided)
+    v = agree(verdict, answers, stage, CALIBRATED, cards)
+    assert v.decision in (decided, UNCLEAR)
+    if v.decision.releases:
+        need = CALIBRATED.answers["card" if cards > 1 and not final else "yes"]  # type: ignore[index]
+        assert max(answers, key=lambda d: answers[d]) == v.decision
+        assert answers[v.decision] >= need
+    if not decided.releases:
+        assert v == verdict

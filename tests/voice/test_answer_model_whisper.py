@@ -1,0 +1,149 @@
+"""The answer model over the real tiny.en encoder: the shipped weights on real and synthetic
+speech, each path of the decision it joins, and training from a handful of clips."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from tests.conftest import FIXTURES, ROOT, require
+from voicegate.gate.types import Decision, Stage
+from voicegate.reasons import Kind
+from voicegate.voice import answer_model as am
+from voicegate.voice import models
+from voicegate.voice.audio import decode
+from voicegate.voice.pipeline import VoicePipeline
+from voicegate.voice.whisper import FasterWhisperTranscriber
+
+pytestmark = pytest.mark.whisper
+CLIPS = FIXTURES / "clips"
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Iterator[FasterWhisperTranscriber]:
+    require(models.describe("tiny.en").status == "present", "the tiny.en model")
+    yield FasterWhisperTranscriber("tiny.en", device="cpu", threads=2)
+
+
+@pytest.fixture(scope="module")
+def training() -> ModuleType:
+    require(shutil.which("espeak-ng") is not None, "espeak-ng")
+    sys.path.insert(0, str(ROOT / "training"))
+    try:
+        import answer_model  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(ROOT / "training"))
+    return answer_model  # type: ignore[no-any-return]
+
+
+def clip(name: str) -> np.ndarray:
+    return decode((CLIPS / name).read_bytes()).samples
+
+
+def hear(tiny: FasterWhisperTranscriber, samples: np.ndarray) -> np.ndarray:
+    model = tiny.answer_model
+    assert model is not None
+    return model.probabilities(tiny.short_frames([samples])[0])
+
+
+def test_the_recogniser_carries_the_answer_models_thresholds(
+    tiny: FasterWhisperTranscriber,
+) -> None:
+    assert tiny.answer_model is not None
+    assert tiny.calibration.answers == tiny.answer_model.thresholds
+
+
+def test_the_short_window_keeps_the_clip_and_a_half_second(tiny: FasterWhisperTranscriber) -> None:
+    samples = clip("fsdd_2_theo_0.flac")
+    (frames,) = tiny.short_frames([samples])
+    # lead-in to half a second, the clip, then TAIL_FRAMES of 20 ms
+    assert frames.shape[1] == 384
+    assert len(frames) <= -(-(8000 + len(samples)) // am.ENCODER_HOP) + am.TAIL_FRAMES
+
+
+@pytest.mark.parametrize(
+    ("name", "cards", "stage", "want"),
+    [
+        ("piper_yes.flac", 1, Stage.FINAL, Decision(Kind.CONFIRM)),
+        ("espeak_yes.flac", 1, Stage.CHOOSE, Decision(Kind.CONFIRM)),
+        ("fsdd_3_nicolas_0.flac", 5, Stage.CHOOSE, Decision(Kind.CHOOSE, card=3)),
+        ("piper_the_second_one.flac", 3, Stage.CHOOSE, Decision(Kind.CHOOSE, card=2)),
+        ("piper_cancel.flac", 2, Stage.CHOOSE, Decision(Kind.CANCEL)),
+    ],
+)
+def test_the_shipped_model_hears_answers(
+    tiny: FasterWhisperTranscriber, name: str, cards: int, stage: Stage, want: Decision
+) -> None:
+    p = am.meanings(hear(tiny, clip(name)), cards, stage)
+    assert max(p, key=lambda d: p[d]) == want
+
+
+def test_the_shipped_model_holds_real_other_digits(tiny: FasterWhisperTranscriber) -> None:
+    p = am.meanings(hear(tiny, clip("fsdd_7_theo_0.flac")), 5, Stage.CHOOSE)
+    assert max(p, key=lambda d: p[d]).kind is Kind.REFUSE
+
+
+async def decide(tiny: FasterWhisperTranscriber, samples: np.ndarray, cards: int):  # type: ignore[no-untyped-def]
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, samples, 16_000, format="WAV")
+    pipeline = VoicePipeline(tiny, None)
+    return await pipeline.decide(buf.getvalue(), user="u", cards=cards, stage=Stage.CHOOSE)
+
+
+async def test_a_spoken_near_miss_of_a_card_releases_nothing(
+    tiny: FasterWhisperTranscriber, training: ModuleType
+) -> None:
+    """espeak-ng "tooth" chose card two of four before the answer model (docs/voice.md)."""
+    import sound  # type: ignore[import-not-found]
+
+    said = sound.espeak("tooth", "en-us", 160, 50)
+    result = await decide(tiny, said, 4)
+    assert not result.decision.releases, result
+
+
+async def test_a_release_carries_the_answer_models_probability(
+    tiny: FasterWhisperTranscriber,
+) -> None:
+    result = await decide(tiny, clip("fsdd_2_theo_0.flac"), 5)
+    assert result.decision == Decision(Kind.CHOOSE, card=2)
+    assert result.heard is not None
+    assert tiny.calibration.answers is not None
+    assert result.heard >= tiny.calibration.answers["card"]
+    assert "answer_model" in result.timings_ms
+
+
+@pytest.mark.slow
+def test_training_on_a_handful_of_clips_gives_a_working_model(
+    tiny: FasterWhisperTranscriber, training: ModuleType, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    import json
+
+    import sound  # type: ignore[import-not-found]
+
+    said = [("yes", "yes"), ("no", "cancel"), ("two", "card2"), ("hello", "other")]
+    frames, rows = [], []
+    for voice in ("en-us", "en-gb", "en-us+f3"):
+        for text, label in said:
+            (f,) = tiny.short_frames([sound.espeak(text, voice, 150, 50)])
+            frames.append(f.astype(np.float16))
+            rows.append({"label": label, "fold": 0, "copy": 0, "source": "espeak", "id": text})
+    np.savez(tmp_path / "features.npz", frames=np.concatenate(frames),
+             offsets=np.cumsum([0, *(len(f) for f in frames)]))  # fmt: skip
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    d = training.Data(tmp_path)
+    weights = training.train(d, list(range(len(rows))), seed=1, epochs=40)
+    model = am.from_arrays("tiny.en", weights, {"classes": am.CLASSES})
+    p = model.probabilities(frames[0].astype(np.float32))
+    assert p.sum() == pytest.approx(1.0)
+    assert am.CLASSES[int(np.argmax(p))] == "yes"
