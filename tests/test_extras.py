@@ -33,7 +33,8 @@ def no_driver(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_plain_install_has_no_test_plotting_or_postgres_stack() -> None:
     plain = names(PROJECT["dependencies"])
-    for left_out in ("pytest", "hypothesis", "playwright", "matplotlib", "asyncpg", "tqdm"):
+    left_out_all = ("pytest", "hypothesis", "playwright", "matplotlib", "asyncpg", "tqdm", "torch")
+    for left_out in left_out_all:
         assert left_out not in plain
 
 
@@ -46,7 +47,7 @@ def test_the_dev_extra_brings_every_other_extra() -> None:
     own = [r for r in EXTRAS["dev"] if r.startswith("voicegate[")]
     assert len(own) == 1
     brought = set(own[0].removeprefix("voicegate[").removesuffix("]").split(","))
-    assert brought == set(EXTRAS) - {"dev"} == {"eval", "hindi", "postgres"}
+    assert brought == set(EXTRAS) - {"dev"} == {"eval", "hindi", "postgres", "train"}
 
 
 def test_an_installed_extra_module_is_imported() -> None:

@@ -193,20 +193,34 @@ def refusals() -> list[tuple[str, str]]:
 
 
 def near_misses(seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(trained, held out): (word, the answer it is near), a seeded third of each row held out."""
+    """(trained, held out): (word, the answer it is near), a seeded third of each row held out.
+    The lexicon's own sound-alikes ("tooth", "tree", "fife") are always trained: they are the
+    near misses the product names, so the held-out third is drawn from the others."""
     rng = random.Random(seed)
+    listed = listed_sound_alikes()
     trained, held = [], []
     for answer, row in NEAR.items():
-        words = sorted(set(row.split()) - HOMOPHONES)
+        words = sorted(set(row.split()) - HOMOPHONES - listed)
         rng.shuffle(words)
         cut = len(words) // 3
         held += [(w, answer) for w in sorted(words[:cut])]
-        trained += [(w, answer) for w in sorted(words[cut:])]
+        taught = words[cut:] + [w for w in row.split() if w in listed]
+        trained += [(w, answer) for w in sorted(taught)]
     return trained, held
+
+
+def listed_sound_alikes() -> set[str]:
+    """The English lexicon's sound-alikes and near-miss readings, homophones left out."""
+    data = yaml.safe_load((LEXICONS / "en.yaml").read_text(encoding="utf-8"))
+    listed = {str(w) for w in data["sound_alikes"]}
+    listed |= {str(w) for w in data["readings"]["near_miss"]}
+    return listed - {str(w) for w in data["homophones"]} - HOMOPHONES
 
 
 # Voices each mined sound-neighbour is said in.
 NEIGHBOUR_RENDERS = 3
+# Words two sounds from each short answer, a seeded sample (``two_sounds_away``).
+TWO_AWAY = 40
 # The answers whose sound-neighbours are mined from the dictionary (``sound_neighbours``).
 _ANSWER_WORDS = (
     "yes yeah yep okay sure confirm approve one two three four five first second third "
@@ -244,6 +258,26 @@ def sound_neighbours(avoid: set[str]) -> list[tuple[str, str]]:
                 out.append((word, answer))
                 break
     return out
+
+
+def two_sounds_away(avoid: set[str], taken: set[str], seed: int) -> list[tuple[str, str]]:
+    """(word, answer): dictionary words exactly two sounds from a short answer (under five
+    phoneme letters, where one sound is much of the word), ``TWO_AWAY`` a seeded sample for each
+    answer; none in ``taken``, none in ``avoid`` or sounding like one."""
+    words = _dictionary_words() - HOMOPHONES - set(SOUNDS_OF) - taken - avoid
+    sounds = phonemes(sorted(words))
+    targets = {a: t for a, t in phonemes(list(SOUNDS_OF)).items() if len(t) < 5}
+    avoided = set(phonemes(sorted(avoid)).values()) if avoid else set()
+    rng = random.Random(seed)
+    out = []
+    for answer, target in targets.items():
+        near = sorted(
+            w
+            for w, ph in sounds.items()
+            if ph not in avoided and _edits(ph, target, 2) and not _edits(ph, target, 1)
+        )
+        out += [(w, answer) for w in rng.sample(near, min(TWO_AWAY, len(near)))]
+    return list(dict.fromkeys(out))
 
 
 def _edits(a: str, b: str, most: int) -> bool:
@@ -304,19 +338,19 @@ def synthetic(seed: int) -> Iterator[Item]:
     for text, near in held:
         plan.append((text, "en", 0, near, HELD_OUT))  # every held-out voice, below
     # Last, so that adding them left every clip above as it was rendered.
-    for text, near in sound_neighbours(held_words):
+    near_words = sound_neighbours(held_words)
+    for text, near in near_words:
         plan.append((text, "en", NEIGHBOUR_RENDERS, near, _fold(text)))
-    n = 0
+    for text, near in two_sounds_away(held_words, {w for w, _ in near_words}, seed):
+        plan.append((text, "en", NEIGHBOUR_RENDERS, near, _fold(text)))
     for text, lang, renders, near, fold in plan:
         name = "latin" if lang == "en" else "hindi"
         cls = label(text)
         if fold == HELD_OUT:
-            for voice in HELD_OUT_VOICES:
-                n += 1
+            for n, voice in enumerate(HELD_OUT_VOICES):
                 yield _say(n, text, cls, fold, voice, 160, 50, near)
             continue
-        for _ in range(renders):
-            n += 1
+        for n in range(renders):
             if lang == "en" and rng.random() < 0.15:
                 yield _say(n, text, cls, fold, "piper", rng.choice((80, 100, 120)), 0, near)
                 continue
@@ -333,8 +367,12 @@ HELD_OUT_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029", "en-us+f3", "en
 
 def _say(n: int, text: str, cls: str, fold: int, voice: str, speed: int, pitch: int,
          near: str) -> Item:  # fmt: skip
+    """One synthetic clip, named by what it is (``n``: its render of that phrase), so adding
+    phrases to the plan leaves every other clip's name, and its encoded copy, as it was."""
     source = "piper" if voice == "piper" else "espeak"
-    return Item(f"synth/{n:05d}", source, text, cls, fold, voice, "", voice, speed, pitch, near)
+    said = f"{text}|{n}|{voice}|{speed}|{pitch}|{fold}"
+    name = hashlib.sha256(said.encode()).hexdigest()[:16]
+    return Item(f"synth/{name}", source, text, cls, fold, voice, "", voice, speed, pitch, near)
 
 
 def _fold(text: str) -> int:
