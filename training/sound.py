@@ -5,7 +5,9 @@ Every transform takes a seeded ``numpy.random.Generator``, so the same seed give
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +17,25 @@ import numpy as np
 from scipy.signal import resample_poly
 
 from voicegate.voice import audio
+
+
+def _corpus_sound() -> Any:
+    """The corpus generator's own sound helpers (fixtures/audio/corpus/sound.py)."""
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus" / "sound.py"
+    spec = importlib.util.spec_from_file_location("corpus_sound", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["corpus_sound"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_CORPUS = _corpus_sound()
+# Trim a synthesiser's own silence, scale to a fixed peak, coloured noise of unit RMS: as the
+# corpus generator does.
+trim = _CORPUS.trim
+peak = _CORPUS.peak
+noise = _CORPUS.noise
 
 SR = 16_000
 Array = np.ndarray[Any, np.dtype[np.float32]]
@@ -47,18 +68,6 @@ def piper(seed: int) -> Callable[[str, int], Array]:
         return peak(trim(np.asarray(resample_poly(x, SR // g, rate // g), np.float32)))
 
     return render
-
-
-def trim(x: Array, floor: float = 0.01) -> Array:
-    """Drop a synthesiser's own leading and trailing silence."""
-    loud = np.flatnonzero(np.abs(x) > floor * max(float(np.abs(x).max()), 1e-9))
-    return x[loud[0] : loud[-1] + 1] if loud.size else x
-
-
-def peak(x: Array, level: float = 0.5) -> Array:
-    """Scale to a fixed peak."""
-    m = float(np.abs(x).max()) if x.size else 0.0
-    return (x * (level / m)).astype(np.float32) if m > 0 else x
 
 
 def augment(x: Array, rng: np.random.Generator) -> Array:
@@ -105,17 +114,6 @@ def band(x: np.ndarray[Any, Any], low: float, high: float) -> np.ndarray[Any, An
     f = np.fft.rfftfreq(len(x), 1 / SR)
     spec[(f < low) | (f > high)] = 0
     return np.fft.irfft(spec, len(x))
-
-
-def noise(rng: np.random.Generator, n: int, color: str) -> np.ndarray[Any, Any]:
-    """White, pink or brown noise of unit RMS."""
-    w = rng.standard_normal(n)
-    if color != "white":
-        spec = np.fft.rfft(w)
-        f = np.maximum(np.arange(spec.size), 1)
-        spec /= np.sqrt(f) if color == "pink" else f
-        w = np.fft.irfft(spec, n)
-    return w / max(rms(w), 1e-12)
 
 
 def rms(x: np.ndarray[Any, Any]) -> float:
