@@ -17,6 +17,9 @@ const SWITCH_SETTING = "voicegate.switch";
 
 const state = {
   sets: new Map(), // pending id -> latest set from the server
+  // pending id -> a set no longer waiting: an answer still in flight when a poll drops its set
+  // (the write ran meanwhile) is still named by what it was about
+  gone: new Map(),
   suffix: new Map(), // pending id -> " (request k)" when another set has the same name
   expanded: new Map(), // pending id -> Set of card numbers whose whole text was shown
   answered: new Set(), // pending ids this page closed by its own answer
@@ -47,7 +50,7 @@ function nameOf(set) {
 
 // The name of what an answer was about: the card it chose, else its set.
 function nameFor(pendingId, card) {
-  const set = state.sets.get(pendingId);
+  const set = state.sets.get(pendingId) || state.gone.get(pendingId);
   if (!set) return "the request";
   if (card && set.cards.length > 1) return cardLabels(set.cards)[card - 1];
   return nameOf(set);
@@ -170,6 +173,7 @@ function render(sets) {
     const next = article.nextElementSibling;
     const previous = article.previousElementSibling;
     const gone = state.sets.get(id);
+    if (gone) state.gone.set(id, gone);
     state.sets.delete(id);
     article.remove();
     if (gone && !state.answered.has(id)) {
