@@ -128,8 +128,10 @@ async def test_a_release_carries_the_answer_models_probability(
 def test_training_on_a_handful_of_clips_gives_a_working_model(
     tiny: FasterWhisperTranscriber, training: ModuleType, tmp_path: Path
 ) -> None:
-    pytest.importorskip("torch")
+    import importlib.util
     import json
+
+    require(importlib.util.find_spec("torch") is not None, "torch (the [train] extra)")
 
     import sound  # type: ignore[import-not-found]
 

@@ -132,7 +132,10 @@ class FasterWhisperTranscriber:
         if not utterances:
             return []
         t0 = self._clock()
-        full = self._encode([u.samples for u in utterances])
+        clips = [u.samples for u in utterances]
+        # One log-mel per clip, for the encoder's window and the answer model's short one.
+        mels = [self._mel(samples) for samples in clips]
+        full = self._encode(clips, mels)
         t1 = self._clock()
         priors = self._priors(full, [self._spoken(u) for u in utterances])
         spoken = [tuple(prior) for prior in priors]
@@ -141,7 +144,7 @@ class FasterWhisperTranscriber:
         t2 = self._clock()
         scores = self._scores(full, utterances, spoken, free)
         t3 = self._clock()
-        answers = self._answers([u.samples for u in utterances])
+        answers = self._answers(clips, mels)
         t4 = self._clock()
         n = len(utterances)
         timings = {
@@ -159,27 +162,35 @@ class FasterWhisperTranscriber:
             for i, u in enumerate(utterances)
         ]
 
-    def _answers(self, clips: Sequence[Samples]) -> list[tuple[float, ...] | None]:
+    def _answers(
+        self, clips: Sequence[Samples], mels: Sequence[npt.NDArray[np.float32]]
+    ) -> list[tuple[float, ...] | None]:
         """The answer model's P(class) of each clip, from its own short-window encoder pass."""
         if self.answer_model is None:
             return [None] * len(clips)
         model = self.answer_model
         return [
             tuple(float(p) for p in model.probabilities(frames))
-            for frames in self.short_frames(clips)
+            for frames in self.short_frames(clips, mels)
         ]
 
     def frames(self, samples: Samples) -> npt.NDArray[np.float32]:
         """The encoder frames over the clip's speech, heard as an answer is: a template."""
         return templates.encoder_frames(self._encode([samples])[0], samples, lead_in(samples))
 
-    def short_frames(self, clips: Sequence[Samples]) -> list[npt.NDArray[np.float32]]:
+    def short_frames(
+        self,
+        clips: Sequence[Samples],
+        mels: Sequence[npt.NDArray[np.float32]] | None = None,
+    ) -> list[npt.NDArray[np.float32]]:
         """Each clip's encoder frames over the short window, whatever window the model is
         calibrated at: the answer model's input (``voice/answer_model.py``). Clips of one
-        window width share an encoder call; a batch would pad every clip to the longest."""
+        window width share an encoder call; a batch would pad every clip to the longest.
+        ``mels``: the clips' log-mels (``_mel``) where already computed."""
         import ctranslate2
 
-        mels = [self._mel(samples) for samples in clips]
+        if mels is None:
+            mels = [self._mel(samples) for samples in clips]
         widths = [windows.frames(windows.SHORT, mel.shape[1]) for mel in mels]
         out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(clips)
         for width in sorted(set(widths)):
@@ -191,11 +202,17 @@ class FasterWhisperTranscriber:
                 out[i] = answer_model.kept(np.asarray(frames, dtype=np.float32), heard)
         return out
 
-    def _encode(self, clips: Sequence[Samples]) -> npt.NDArray[np.float32]:
-        """One encoder call over the clips, each after its lead-in, in the calibrated window."""
+    def _encode(
+        self,
+        clips: Sequence[Samples],
+        mels: Sequence[npt.NDArray[np.float32]] | None = None,
+    ) -> npt.NDArray[np.float32]:
+        """One encoder call over the clips, each after its lead-in, in the calibrated window
+        (``mels``: their log-mels, where already computed)."""
         import ctranslate2
 
-        mels = [self._mel(samples) for samples in clips]
+        if mels is None:
+            mels = [self._mel(samples) for samples in clips]
         width = windows.frames(self.window, max(mel.shape[1] for mel in mels))
         feats = np.stack([windows.fit(mel, width) for mel in mels])
         # On the host even with CUDA: the forced decodings slice it with numpy (3 MB a clip).
