@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# P1 and P2 on a CUDA GPU, installing what they need; about 5 minutes in all on a fresh machine.
+# P1 and P2 on a CUDA GPU, installing what they need; about 5 minutes in all on a fresh machine;
+# then, where nats-server is installed, the hearing benchmark with its workers on the GPU.
 #
 #     benchmarks/gpu.sh            # JSON to $OUT/bench-gpu.json when OUT is set, else bench-out/
 #
@@ -60,4 +61,19 @@ left=$(( 300 - ($(date +%s) - started) ))
 [ "$left" -lt 120 ] && left=120
 timeout "$left" .venv/bin/voicegate bench p1 p2 --device cuda \
     --json "$out_dir/bench-gpu.json" --work "${TMPDIR:-/tmp}/voicegate-bench-gpu"
+
+# A recogniser worker on the GPU, where a NATS server can be started: the hearing benchmark's
+# workers then hear on CUDA for a gate on this machine (docs/architecture.md, "Many gates").
+if command -v nats-server >/dev/null 2>&1; then
+    nats_dir="${TMPDIR:-/tmp}/voicegate-nats-gpu"
+    mkdir -p "$nats_dir"
+    nats-server -js -a 127.0.0.1 -p 4223 -sd "$nats_dir" >"$nats_dir/log" 2>&1 &
+    nats_pid=$!
+    trap 'kill "$nats_pid" 2>/dev/null || true' EXIT
+    left=$(( 600 - ($(date +%s) - started) ))
+    [ "$left" -gt 60 ] && timeout "$left" .venv/bin/voicegate bench hearing --device cuda \
+        --nats nats://127.0.0.1:4223 --json "$out_dir/bench-gpu-hearing.json" || true
+else
+    echo "no nats-server here: the GPU worker's benchmark is not run" >&2
+fi
 echo "done in $(( $(date +%s) - started )) s: $out_dir/bench-gpu.json"

@@ -20,20 +20,30 @@ stored form (4 kHz, 300-1800 Hz, edge-trimmed; voicegate/voice/fingerprint.py):
 It prints, per feature, the replays' lowest scores and the new takes' highest: a feature
 separates the two where the first lies above the second. First, the exact score after each
 part of the transformation alone (Opus at 8 and 12 kbit/s, the noise alone).
+
+    .venv/bin/python benchmarks/replay_codec.py --aac 32k [--speakers ...] [--step ...]
+
+prints instead what AAC at that bitrate keeps of a 48 kHz recording (as ``replay.aac`` makes
+it): where its low-pass cuts white noise, and, band by band, how far under the speech its
+noise lies in each take's round trip (aligned at the peak of the correlation, 32 ms spectra,
+summed over all takes).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import itertools
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from replay import ffmpeg, opus_8k, pink, wav
+import soundfile
+from replay import aac, ffmpeg, opus_8k, pink, wav
 from scipy.ndimage import uniform_filter1d
 from scipy.signal import stft
 
-from voicegate.voice.audio import decode
+from voicegate.voice.audio import SAMPLE_RATE, decode
 from voicegate.voice.fingerprint import Print, _exact_many, _fft_size, features, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,11 +117,43 @@ def windows(a: Floats, b: Floats, lag: int, size: int = 128, hop: int = 64) -> l
     return [float((c[loud] >= 0.6).mean()), float((c[loud] >= 0.8).mean())]
 
 
+BANDS = (0, 150, 300, 500, 750, 1000, 1250, 1500, 1800, 2200, 3000, 4000, 6000, 8000)  # Hz
+
+
+def codec_bands(samples: dict[str, npt.NDArray[np.float32]], bitrate: str) -> None:
+    """What AAC at ``bitrate`` keeps: its low-pass on white noise, its noise band by band."""
+    noise = np.random.default_rng(0).standard_normal(2 * 48000) * 0.1
+    out, _ = soundfile.read(io.BytesIO(aac(noise, bitrate, rate=48000)))
+    power = np.abs(np.fft.rfft(out)) ** 2
+    freqs = np.fft.rfftfreq(len(out), 1 / 48000)
+    khz = np.array([power[(freqs >= k * 1000) & (freqs < (k + 1) * 1000)].sum() for k in range(24)])
+    level = 10 * np.log10(khz / khz[:4].mean())
+    print(f"AAC {bitrate} from 48 kHz: white noise 20 dB down from {np.argmax(level < -20)} kHz")
+    speech = np.zeros(len(BANDS) - 1)
+    error = np.zeros(len(BANDS) - 1)
+    for x in samples.values():
+        x = x.astype(np.float64)
+        y = decode(aac(x, bitrate)).samples.astype(np.float64)
+        lag = lag_of(y, x)
+        y = np.roll(np.pad(y, (0, max(len(x) - len(y), 0))), -lag)[: len(x)]
+        y *= float(y @ x) / float(y @ y)  # the codec's gain is no difference
+        f, _, sx = stft(x, SAMPLE_RATE, nperseg=512)
+        _, _, sy = stft(y, SAMPLE_RATE, nperseg=512)
+        for i, (low, high) in enumerate(itertools.pairwise(BANDS)):
+            band = (f >= low) & (f < high)
+            speech[i] += float((np.abs(sx[band]) ** 2).sum())
+            error[i] += float((np.abs(sy[band] - sx[band]) ** 2).sum())
+    print(f"speech over the codec's noise, {len(samples)} takes (band: dB):")
+    for (low, high), s, e in zip(itertools.pairwise(BANDS), speech, error, strict=True):
+        print(f"  {low}-{high} Hz: {10 * np.log10(s / e):.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared/corpus/fsdd")
     parser.add_argument("--speakers", default="jackson,theo")
     parser.add_argument("--step", type=int, default=2, help="every n-th take of each digit")
+    parser.add_argument("--aac", help="what AAC at this bitrate keeps (e.g. 32k), nothing else")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     names = [
@@ -121,6 +163,9 @@ def main() -> None:
         for take in range(0, 50, args.step)
     ]
     samples = {n: decode((args.corpus / f"{n}.wav").read_bytes()).samples for n in names}
+    if args.aac:
+        codec_bands(samples, args.aac)
+        return
     prints = {n: load(features(decode((args.corpus / f"{n}.wav").read_bytes()))) for n in names}
 
     parts: dict[str, list[float]] = {"opus 8k": [], "opus 12k": [], "pink 20 dB": []}

@@ -22,6 +22,19 @@ settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True
 settings.load_profile("ci" if IN_CI else "local")
 
 
+# Markers of tests that need something heavy or slow: the model, the browser, PostgreSQL, the
+# corpus, or more than a few seconds. A test with none of them is also marked ``quick``, so the
+# quick subset is ``pytest -m quick``.
+HEAVY = frozenset({"whisper", "browser", "postgres", "slow", "corpus"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that carries none of ``HEAVY`` as ``quick``."""
+    for item in items:
+        if not HEAVY & {mark.name for mark in item.iter_markers()}:
+            item.add_marker(pytest.mark.quick)
+
+
 def require(condition: bool, what: str) -> None:
     """Skip locally, but fail under CI=true, when something a test needs is missing."""
     if condition:

@@ -11,7 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicegate.canonical import args_hash, canonical_json, normalise
+from voicegate.canonical import (
+    ARGUMENTS_BYTES,
+    ARGUMENTS_DEPTH,
+    MAX_BYTES,
+    TOOL_NAME_CHARS,
+    args_hash,
+    arguments_json,
+    canonical_json,
+    normalise,
+)
+from voicegate.gate.proposals import ActionRequest, action_of
+from voicegate.gate.receipts import digest
+from voicegate.gate.types import Receipt, Risk
 
 # Text without lone surrogates: those are not Unicode text and are refused on purpose.
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
@@ -172,6 +184,71 @@ def test_nesting_deeper_than_the_limit_is_refused() -> None:
     with pytest.raises(ValueError):
         canonical_json(deep)
     canonical_json(deep[0])
+
+
+def arguments_of_depth(levels: int) -> dict[str, Any]:
+    """Tool-call arguments ``levels`` deep, the arguments object itself counted."""
+    deep: Any = "leaf"
+    for level in range(levels - 1):
+        deep = [deep] if level % 2 else {"x": deep}
+    return {"a": deep}
+
+
+def held(arguments: dict[str, Any]) -> bool:
+    """Whether everything that holds tool-call arguments takes them: the card and the plan
+    its approval binds (``action_of``), and the receipt's digest."""
+    receipt = Receipt(
+        id="rcpt_1",
+        user="owner",
+        seq=1,
+        prev_digest="",
+        pending_id="p_1",
+        tool="write_note",
+        arguments=arguments,
+        args_hash="",
+        card_text="",
+        risk=Risk.LOW,
+        mode="device",
+        outcome="executed",
+        proposed_at=1.0,
+        decided_at=2.0,
+        executed_at=3.0,
+    )
+    try:
+        action_of(ActionRequest(tool="write_note", arguments=arguments))
+        digest(receipt)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("levels", [ARGUMENTS_DEPTH - 1, ARGUMENTS_DEPTH, ARGUMENTS_DEPTH + 1])
+def test_arguments_pass_their_check_exactly_when_everything_that_holds_them_can(
+    levels: int,
+) -> None:
+    arguments = arguments_of_depth(levels)
+    try:
+        arguments_json(arguments)
+    except ValueError:
+        checked = False
+    else:
+        checked = True
+    assert checked == held(arguments) == (levels <= ARGUMENTS_DEPTH)
+
+
+def test_arguments_at_the_byte_limit_fit_the_plan_of_any_name_mcp_allows() -> None:
+    filler = ARGUMENTS_BYTES - len(canonical_json({"a": ""}))
+    arguments = {"a": "x" * filler}
+    assert len(arguments_json(arguments)) == ARGUMENTS_BYTES
+    # A control character takes six bytes in JSON (\u0000), the most any character takes.
+    worst = "\x00" * TOOL_NAME_CHARS
+    assert len(canonical_json({"tool": worst, "arguments": arguments})) <= MAX_BYTES
+    assert args_hash({"tool": worst, "arguments": arguments})
+    with pytest.raises(ValueError):
+        arguments_json({"a": "x" * (filler + 1)})
+    # A caller's own bound can be tighter, never looser.
+    with pytest.raises(ValueError):
+        arguments_json({"a": "x" * (filler + 1)}, max_bytes=2 * MAX_BYTES)
 
 
 def test_hostile_nesting_is_refused_without_recursing_to_the_bottom() -> None:

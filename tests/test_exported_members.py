@@ -8,13 +8,13 @@ import sys
 import voicegate
 
 
-def test_all_exports_are_sorted_and_present():
+def test_all_exports_are_sorted_and_present() -> None:
     assert voicegate.__all__ == sorted(voicegate.__all__, key=lambda n: (not n.isupper(), n))
     for name in voicegate.__all__:
         assert hasattr(voicegate, name), name
 
 
-def test_every_public_member_is_exported():
+def test_every_public_member_is_exported() -> None:
     public = {
         name
         for name, value in vars(voicegate).items()
@@ -23,7 +23,7 @@ def test_every_public_member_is_exported():
     assert public <= set(voicegate.__all__)
 
 
-def test_importing_the_package_does_not_load_the_recogniser_or_the_web_stack():
+def test_importing_the_package_does_not_load_the_recogniser_or_the_web_stack() -> None:
     probe = (
         "import sys, voicegate; "
         "print(','.join(m for m in ('fastapi','ctranslate2','faster_whisper') if m in sys.modules))"

@@ -8,7 +8,7 @@ from voicegate.housekeeping import prune_once
 from voicegate.store.memory import MemoryStore
 
 
-async def test_expired_ledger_keys_and_old_fingerprints_are_forgotten():
+async def test_expired_ledger_keys_and_old_fingerprints_are_forgotten() -> None:
     store = MemoryStore()
     assert await store.ledger.consume("old", expires_at=100.0)
     assert await store.ledger.consume("live", expires_at=10_000.0)
@@ -19,7 +19,7 @@ async def test_expired_ledger_keys_and_old_fingerprints_are_forgotten():
     assert not await store.ledger.consume("live", expires_at=10_000.0)
 
 
-async def test_f4_closed_sets_and_their_cards_are_deleted_after_the_retention():
+async def test_closed_sets_and_their_cards_are_deleted_after_the_retention() -> None:
     store = MemoryStore()
     await store.pending.create(pending("old", created_at=100.0, status=Status.CONFIRMED))
     await store.pending.create(pending("running", created_at=100.0, status=Status.EXECUTING))

@@ -20,6 +20,14 @@ arrived in; ``args_hash(obj)`` is its hex SHA-256. The rules (docs/canonical.md 
   type that is not dict/list/tuple/str/int/float/bool/None, nesting deeper than ``max_depth``
   (64) and output larger than ``max_bytes`` (1 MiB). The limits defeat hostile nesting and
   reference cycles before any work proportional to them is done.
+
+Tool-call arguments are never hashed alone: ``args_hash`` binds them inside the plan
+``{"tool": ..., "arguments": ...}``, a receipt's body holds them as a field, and ``choose_one``
+tells its options apart by the same plan. ``arguments_json`` checks them where they arrive
+against ``ARGUMENTS_DEPTH``, one level less than ``max_depth``, and ``ARGUMENTS_BYTES``, less
+than ``max_bytes`` by the room the plan needs for a tool's name of at most ``TOOL_NAME_CHARS``,
+so every one of those fits. (A receipt's digest has no byte bound of its own: its parts are
+bounded where they arrive, and a bound on their sum could only fail after the write ran.)
 """
 
 from __future__ import annotations
@@ -32,12 +40,25 @@ from typing import Any
 
 MAX_DEPTH = 64
 MAX_BYTES = 1 << 20
+# Everything that hashes arguments holds them one level down (the plan, a receipt's body), so
+# arguments that reach this depth, the arguments object itself counted as one level, still fit
+# ``MAX_DEPTH`` there.
+ARGUMENTS_DEPTH = MAX_DEPTH - 1
+# MCP's own limit on a tool's name (1 to 128 characters); a write to a longer name is refused.
+TOOL_NAME_CHARS = 128
+# The plan adds 22 bytes and the tool's name to the arguments: {"arguments":…,"tool":"…"}, the
+# name at most TOOL_NAME_CHARS characters of at most 6 bytes each in JSON (792 bytes in all).
+ARGUMENTS_BYTES = MAX_BYTES - 1024
 
 
 def normalise(obj: Any, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Any:
     """A plain JSON value (dict/list/str/int/float/bool/None) equal to ``obj`` under the rules."""
     budget = [max_bytes]
-    return _walk(obj, max_depth, budget)
+    try:
+        return _walk(obj, max_depth, budget)
+    except _TooDeep:
+        # Said here, where the limit is known: the caller can tell the agent what to send.
+        raise ValueError(f"value is nested deeper than {max_depth} levels") from None
 
 
 def canonical_json(obj: Any, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> bytes:
@@ -52,9 +73,21 @@ def canonical_json(obj: Any, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX
     return data
 
 
+def arguments_json(arguments: Any, *, max_bytes: int = ARGUMENTS_BYTES) -> bytes:
+    """The canonical JSON of tool-call arguments; ``ValueError`` unless every wrapping of them
+    can be hashed too (nested at most ``ARGUMENTS_DEPTH`` levels, at most ``ARGUMENTS_BYTES``
+    long; a smaller ``max_bytes`` is a tighter bound of the caller's)."""
+    max_bytes = min(max_bytes, ARGUMENTS_BYTES)
+    return canonical_json(arguments, max_depth=ARGUMENTS_DEPTH, max_bytes=max_bytes)
+
+
 def args_hash(obj: Any) -> str:
     """The hex SHA-256 of ``canonical_json(obj)``."""
     return hashlib.sha256(canonical_json(obj)).hexdigest()
+
+
+class _TooDeep(ValueError):
+    """Nesting past the limit, before ``normalise`` names the limit."""
 
 
 def _walk(obj: Any, depth: int, budget: list[int]) -> Any:
@@ -76,7 +109,7 @@ def _walk(obj: Any, depth: int, budget: list[int]) -> Any:
     if isinstance(obj, str):
         return _string(obj, budget)
     if depth <= 0:
-        raise ValueError("value is nested too deeply")
+        raise _TooDeep
     if isinstance(obj, Mapping):
         out: dict[str, Any] = {}
         for key, item in obj.items():

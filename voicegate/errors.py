@@ -76,5 +76,10 @@ class MissingExtra(ConfigError):
         super().__init__(f"{needs} needs the {extra} extra: pip install 'voicegate[{extra}]'")
 
 
+class HearingUnavailable(VoicegateError):
+    """No recogniser worker heard an utterance in time (``serve --hearing``): the answer is
+    refused, never guessed."""
+
+
 class ModelError(VoicegateError):
     """A recogniser model is missing, incomplete or fails its checksum."""

@@ -207,6 +207,31 @@ class Events:
         finally:
             self.transcription.observe(max(0.0, self.timer() - start))
 
+    def watch_hearing(
+        self, workers: Callable[[], float], waiting: Callable[[], float]
+    ) -> Callable[[float], None]:
+        """Report hearing on workers (``serve --hearing``): the workers a gate hears from and
+        the utterances waiting for one, read at each scrape; the returned callable times one
+        utterance's round trip to a worker and back."""
+        r = self.registry
+        Gauge(
+            "voicegate_hearing_workers",
+            "Recogniser workers that said they are alive in the last three beats (6 s)",
+            registry=r,
+        ).set_function(workers)
+        Gauge(
+            "voicegate_hearing_queue_depth",
+            "Utterances waiting in the work stream for a worker",
+            registry=r,
+        ).set_function(waiting)
+        trip = Histogram(
+            "voicegate_hearing_seconds",
+            "Time from publishing one utterance to its hearing coming back",
+            buckets=_TRANSCRIPTION_BUCKETS,
+            registry=r,
+        )
+        return trip.observe
+
     def timed(self, executor: Executor) -> Executor:
         """``executor`` with each call's duration in the upstream histogram."""
 
@@ -258,18 +283,30 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
-def configure_logging(level: int = logging.INFO, stream: IO[str] | None = None) -> None:
-    """Send voicegate's log records to ``stream`` (stderr) as JSON lines, once per process."""
+def configure_logging(
+    level: int = logging.INFO, stream: IO[str] | None = None, *, echo: IO[str] | None = None
+) -> None:
+    """Send voicegate's log records from ``level`` up to ``stream`` (stderr) as JSON lines, once
+    per process; with ``echo``, warnings and errors go there as well (the demo's terminal, while
+    its every event goes to a file)."""
     root = logging.getLogger("voicegate")
     if any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
         return
     # These echo whole response streams at DEBUG, confirmation tokens included; keep them out
     # even when someone turns the root logger up.
     for chatty in ("sse_starlette", "httpcore", "httpx"):
-        logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger(chatty).level))
+        quiet = logging.getLogger(chatty)
+        quiet.setLevel(max(logging.INFO, quiet.getEffectiveLevel()))
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
+    # On the handler, not only the logger: confirm events pin their own logger at INFO.
+    handler.setLevel(level)
     root.addHandler(handler)
-    root.setLevel(level)
+    if echo is not None:
+        shown = logging.StreamHandler(echo)
+        shown.setFormatter(JsonFormatter())
+        shown.setLevel(logging.WARNING)
+        root.addHandler(shown)
+    root.setLevel(min(level, logging.WARNING) if echo is not None else level)
     # Once: a handler that a library puts on the root logger would print every record again.
     root.propagate = False

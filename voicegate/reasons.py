@@ -91,13 +91,30 @@ class Reason(StrEnum):
     PAIRING_BUDGET = "pairing_budget"
     NO_DEVICE = "no_device"
     BAD_REQUEST = "bad_request"
+    # notifications
+    PUSH_OFF = "push_off"
     # personal answers (enrolment)
     UNKNOWN_TEMPLATE = "unknown_template"
     TEMPLATE_LIMIT = "template_limit"
     TOO_SLOW = "too_slow"
+    # passkeys (WebAuthn): registering one, and the high-risk step they answer
+    NO_PASSKEY = "no_passkey"
+    PASSKEY_REQUIRED = "passkey_required"
+    PASSKEY_UNSUPPORTED = "passkey_unsupported"
+    PASSKEY_CANCELLED = "passkey_cancelled"
+    PASSKEY_WRONG_RP = "passkey_wrong_rp"
+    PASSKEY_WRONG_ORIGIN = "passkey_wrong_origin"
+    PASSKEY_MISMATCH = "passkey_mismatch"
+    PASSKEY_NOT_VERIFIED = "passkey_not_verified"
+    PASSKEY_BAD_SIGNATURE = "passkey_bad_signature"
+    PASSKEY_COUNTER = "passkey_counter"
+    UNKNOWN_PASSKEY = "unknown_passkey"
+    PASSKEY_REGISTRATION = "passkey_registration"
+    PASSKEY_LIMIT = "passkey_limit"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
+    HEARING_UNAVAILABLE = "hearing_unavailable"
 
 
 NEXT_STEP: dict[Reason, str] = {
@@ -177,11 +194,38 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.NO_DEVICE: "Ask the user to pair a device: the operator runs `voicegate pair` and "
     "the user enters the code on the approve page. The card waits meanwhile.",
     Reason.BAD_REQUEST: "The request was not understood; check its fields.",
+    Reason.PUSH_OFF: "This server sends no notifications; keep the approve page open instead.",
     Reason.UNKNOWN_TEMPLATE: "No such taught answer of yours; list them again.",
     Reason.TEMPLATE_LIMIT: "You have taught the most answers kept; delete some to add more.",
     Reason.TOO_SLOW: "The request did not arrive in time; check the connection and send it again.",
+    Reason.NO_PASSKEY: "This step needs a passkey and you have none here yet: under Passkeys on "
+    "this page, press Add a passkey, then approve again. Nothing ran.",
+    Reason.PASSKEY_REQUIRED: "This step needs your passkey, not a spoken or tapped yes: press "
+    "Approve and unlock with your fingerprint, face or screen lock. Nothing ran.",
+    Reason.PASSKEY_UNSUPPORTED: "This browser cannot use passkeys; open the approve page in a "
+    "current browser on your phone, or cancel. Nothing ran.",
+    Reason.PASSKEY_CANCELLED: "The passkey prompt was closed or timed out; press Approve to try "
+    "again, or cancel. Nothing ran.",
+    Reason.PASSKEY_WRONG_RP: "Passkeys belong to this server's own address: open the approve "
+    "page at the address the operator gave, then approve again. Nothing ran.",
+    Reason.PASSKEY_WRONG_ORIGIN: "The passkey answer came from another web address than this "
+    "server's; nothing ran. Use the approve page at the address the operator gave.",
+    Reason.PASSKEY_MISMATCH: "That passkey answer was made for another card or for other "
+    "arguments; nothing ran. Read the card again and approve it with your passkey.",
+    Reason.PASSKEY_NOT_VERIFIED: "The passkey did not check that it was you (fingerprint, face "
+    "or screen lock); unlock it when asked, then approve again. Nothing ran.",
+    Reason.PASSKEY_BAD_SIGNATURE: "The passkey's signature did not check out; nothing ran. Try "
+    "again, or remove this passkey and add it again.",
+    Reason.PASSKEY_COUNTER: "This passkey's counter went backwards, a sign it may have been "
+    "copied; nothing ran. Remove it, add a new passkey, and tell the operator.",
+    Reason.UNKNOWN_PASSKEY: "That passkey is not registered for you here; use one listed under "
+    "Passkeys, or add this one.",
+    Reason.PASSKEY_REGISTRATION: "The new passkey could not be checked, so it was not added; "
+    "press Add a passkey again and unlock it when asked.",
+    Reason.PASSKEY_LIMIT: "You have as many passkeys as are kept; remove one to add another.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
+    Reason.HEARING_UNAVAILABLE: "No recogniser answered in time; say it again in a moment, or tap.",
 }
 
 # The next step of an answer to a yes-or-no question (one card, or the final card), where it
@@ -202,6 +246,12 @@ YES_BY_TAP = (
 SECOND_YES = (
     "High risk: nothing has run yet. Read the final card and say yes once more to run it, or "
     "cancel."
+)
+
+# The next step after a yes that moves a high-risk action on to its passkey step.
+PASSKEY_STEP = (
+    "High risk: nothing has run yet. Press Approve once more and confirm with your passkey "
+    "(fingerprint, face or screen lock) to run it, or cancel."
 )
 
 # The next step of a refusal of a request that is not a recording, where it differs from the

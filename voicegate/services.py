@@ -42,6 +42,9 @@ class Settings:
     max_voice_in_flight: int = 16
     # Seconds a device request's whole body may take to arrive (``BODY_TIMEOUT``).
     body_timeout: float = BODY_TIMEOUT
+    # The VAPID public key devices subscribe with (``voicegate.notify.vapid``); "" when the
+    # operator turned Web Push off.
+    push_public_key: str = ""
 
 
 @dataclass(slots=True)

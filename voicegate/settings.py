@@ -21,6 +21,7 @@ from voicegate.device.pairing import PairingLimits
 from voicegate.errors import ConfigError
 from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
+from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store import redact, sqlite_path
 from voicegate.tokens import DEFAULT_TTL
@@ -76,6 +77,15 @@ class ServerConfig:
     # ``serve --stdio`` with no token named: the agent speaks on stdin, and the generated token
     # is shown to nobody, so a 401 on ``/mcp`` says how to open it instead of "send a token".
     agent_on_stdio: bool = False
+    # Web Push to paired devices that turned notifications on; off with ``serve --no-push``.
+    push: bool = True
+    # The VAPID private key (PEM; ``voicegate.notify.vapid``); None: a fresh one for this
+    # process, whose subscriptions then die with it.
+    vapid_key: Secret | None = None
+    # The VAPID ``sub`` claim push services may use to reach the operator (mailto: or https:).
+    push_contact: str = ""
+    # URLs each notice is POSTed to as JSON (``voicegate.notify.webhook``).
+    webhooks: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         """Every field, the store URL with its password masked (secrets mask themselves)."""
@@ -102,6 +112,20 @@ class ServerConfig:
     def loopback(self) -> bool:
         """Whether the server listens only on this machine."""
         return is_loopback(self.host)
+
+    def relying_party(self) -> RelyingParty | None:
+        """Whom passkeys are made for: the host of ``base_url`` and its origin, or, for a
+        loopback address, ``localhost`` on the same port; None for any other bare address
+        (WebAuthn takes names only), where a passkey step refuses."""
+        return RelyingParty.for_url(self.base_url)
+
+    def push_subject(self) -> str:
+        """The VAPID ``sub`` claim: ``push_contact``, else an https public URL, else a mailto."""
+        if self.push_contact:
+            return self.push_contact
+        if self.public_url.startswith("https://"):
+            return self.public_url.rstrip("/")
+        return "mailto:voicegate@localhost"
 
     def metrics_tokens(self) -> tuple[Secret, ...]:
         """The bearer tokens ``/metrics`` accepts; none means it is open.
@@ -339,3 +363,22 @@ def trusted_proxies_from(values: Sequence[str] | None) -> tuple[str, ...]:
             raise ConfigError("--trusted-proxy must not trust every address")
         checked.append(str(network) if network.num_addresses > 1 else str(network.network_address))
     return tuple(checked)
+
+
+def webhooks_from(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--webhook`` values checked: each an http or https URL with a host."""
+    checked = []
+    for value in values or ():
+        url = urllib.parse.urlsplit(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ConfigError(f"--webhook needs an http or https URL, not {value!r}")
+        checked.append(value.strip())
+    return tuple(checked)
+
+
+def push_contact_from(value: str) -> str:
+    """``--push-contact`` checked: a ``mailto:`` address or an ``https:`` URL (RFC 8292)."""
+    value = value.strip()
+    if value and not value.startswith(("mailto:", "https://")):
+        raise ConfigError(f"--push-contact is a mailto: address or an https URL, not {value!r}")
+    return value

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import FSDD, require
+from tests.hearing.conftest import nats_url
 from voicegate.cli import main
 
 NUMBER = (int, float)
+__all__ = ["nats_url"]
 
 
 def bench(name: str, tmp_path: Path) -> dict[str, Any]:
@@ -120,3 +122,15 @@ def test_p5_reports_confirms_per_second_and_executions(tmp_path: Path) -> None:
     require(reachable(figures["postgres"]), "PostgreSQL for the ledger benchmark")
     numbers(figures, "confirms_per_s", "executions")
     assert isinstance(figures["postgres"]["exactly_once"], bool)
+
+
+@pytest.mark.slow
+@pytest.mark.whisper
+@pytest.mark.nats
+def test_hearing_reports_the_hop_and_the_rates_with_one_and_two_workers(
+    tmp_path: Path, nats_url: str
+) -> None:
+    figures = bench("hearing", tmp_path)
+    numbers(figures, "in_process_ms", "on_worker_ms", "hop_ms")
+    numbers(figures["decisions_per_s"], "in_process", "one_worker", "two_workers")
+    assert figures["decided"] == ["choose"]  # "the second one", heard on a worker

@@ -19,9 +19,10 @@ from tests.device.kit import Executed
 from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
 from voicegate.errors import ModelError
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import DeviceKind, PendingSet, Risk
+from voicegate.gate.types import DeviceKind, HighRiskStep, PendingSet, Risk
+from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing
-from voicegate.services import Services
+from voicegate.services import Services, Settings
 from voicegate.store import open_store
 
 T = TypeVar("T")
@@ -50,9 +51,10 @@ SLOW_MICROPHONE = """
   devices.getUserMedia = async (constraints) => { await started; return real(constraints); };
 })();
 """
-# A microphone that says a new "word" each time it starts: a buzz gliding up from a pitch 20 %
-# above the last one's (past the 8 % rate change the replay guard still matches), so no take is
-# a replay of another. Chromium's fake microphone restarts its file on every start instead.
+# A microphone that says a new "word" each time it starts: a buzz gliding from a pitch 50 %
+# above the last one's (far past the +-18 % rate change the replay guard still matches), up on
+# the first six takes and down on the next six, so no take is a replay of another. Chromium's
+# fake microphone restarts its file on every start instead.
 # ``window.holdMicrophone = true`` holds the next start until ``startMicrophone()``.
 VARIED_MICROPHONE = """
 (() => {
@@ -68,10 +70,11 @@ VARIED_MICROPHONE = """
     const buzz = context.createOscillator();
     const level = context.createGain();
     const at = context.currentTime + 0.2;
-    const pitch = 110 * Math.pow(1.2, count);
+    const pitch = 110 * Math.pow(1.5, count % 6);
+    const glide = Math.floor(count / 6) % 2 === 0 ? 1.5 : 1 / 1.5;
     buzz.type = "sawtooth";
     buzz.frequency.setValueAtTime(pitch, at);
-    buzz.frequency.linearRampToValueAtTime(pitch * 1.5, at + 0.5);
+    buzz.frequency.linearRampToValueAtTime(pitch * glide, at + 0.5);
     level.gain.setValueAtTime(0, 0);
     level.gain.setValueAtTime(0, at);
     level.gain.linearRampToValueAtTime(0.3, at + 0.05);
@@ -108,7 +111,10 @@ class Server:
         from fastapi import FastAPI
 
         from voicegate.device.enrol import enrol_router
+        from voicegate.device.passkeys import passkey_router
+        from voicegate.device.push import push_router
         from voicegate.device.routes import device_router
+        from voicegate.notify import vapid
         from voicegate.web.approve import approve_router
 
         self.loop = asyncio.new_event_loop()
@@ -117,22 +123,34 @@ class Server:
         self.clock = ShiftedClock()
         self.executed = Executed()
         self.store = self.run(open_store("memory"))
+        # Two listening sockets: the page's own port, and a second one whose pages are another
+        # origin of the same RP id (localhost), as a look-alike copy of the page would be.
+        self.sockets = [socket.socket(), socket.socket()]
+        for s in self.sockets:
+            s.bind(("127.0.0.1", 0))
+        self.port, self.other_port = (s.getsockname()[1] for s in self.sockets)
+        # The second step of every high-risk card; a test sets it as --high-risk-step would.
+        self.step = HighRiskStep.YES
         self.gate = Gate(
             self.store,
             executor=self.executed,
             is_write=lambda tool: True,
             receipt_keys=KeyRing.generate(),
             clock=self.clock,
+            step_of=lambda tool: self.step,
+            relying_party=RelyingParty("localhost", (self.local_url,)),
         )
-        self.services = Services(self.store, self.gate, voice_pipeline(self.store), self.clock)
+        # Push is offered (the page shows its toggle); nothing here sends a push.
+        settings = Settings(push_public_key=vapid.public_key(vapid.generate()))
+        pipeline = voice_pipeline(self.store)
+        self.services = Services(self.store, self.gate, pipeline, self.clock, settings)
         app = FastAPI()
         app.include_router(device_router(self.services))
         app.include_router(enrol_router(self.services))
+        app.include_router(passkey_router(self.services))
+        app.include_router(push_router(self.services))
         app.include_router(approve_router(self.services))
-        with contextlib.closing(socket.socket()) as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(app, log_level="warning")
         self.server = uvicorn.Server(config)
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
@@ -140,7 +158,9 @@ class Server:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=60)
 
     def start(self) -> None:
-        self.serving = asyncio.run_coroutine_threadsafe(self.server.serve(), self.loop)
+        self.serving = asyncio.run_coroutine_threadsafe(
+            self.server.serve(sockets=self.sockets), self.loop
+        )
         deadline = time.monotonic() + 20
         while not self.server.started:
             if time.monotonic() > deadline or self.serving.done():
@@ -154,10 +174,22 @@ class Server:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+        for s in self.sockets:
+            s.close()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def local_url(self) -> str:
+        """The page's address by name: passkeys (RP id ``localhost``) work only here."""
+        return f"http://localhost:{self.port}"
+
+    @property
+    def other_url(self) -> str:
+        """The same pages on another port: another origin with the same RP id."""
+        return f"http://localhost:{self.other_port}"
 
     def code(self, user: str = "asha", kind: DeviceKind = DeviceKind.VOICE) -> str:
         keys = self.gate.receipt_keys
@@ -207,13 +239,15 @@ def chromium_args(microphone: Path) -> list[str]:
 
 @contextlib.contextmanager
 def open_page(
-    browser: Any, server: Server, scheme: str = "light", width: int = 420
+    browser: Any, server: Server, scheme: str = "light", width: int = 420, url: str = ""
 ) -> Iterator[Any]:
-    """A fresh page (its own storage) on ``server``; on leaving, no errors and no other origin."""
+    """A fresh page (its own storage) on ``server`` at ``url`` (its address by number when
+    empty); on leaving, no errors and no other origin."""
+    url = url or server.url
     context = browser.new_context(
-        base_url=server.url, color_scheme=scheme, viewport={"width": width, "height": 860}
+        base_url=url, color_scheme=scheme, viewport={"width": width, "height": 860}
     )
-    context.grant_permissions(["microphone"], origin=server.url)
+    context.grant_permissions(["microphone"], origin=url)
     requested: list[str] = []
     context.on("request", lambda r: requested.append(r.url))
     opened = context.new_page()
@@ -226,7 +260,7 @@ def open_page(
         context.close()
     assert errors == []
     # No CDN, no fonts, no beacons: the page works with no internet at all.
-    assert requested and all(_same_origin(url, server.url) for url in requested), requested
+    assert requested and all(_same_origin(r, url) for r in requested), requested
 
 
 @contextlib.contextmanager
@@ -290,9 +324,17 @@ def expect(locator: Any) -> Any:
     return playwright_expect(locator)
 
 
-def expect_success(page: Any, name: str) -> None:
+def result_box(page: Any, pending: PendingSet | None = None) -> Any:
+    """The result region of ``pending``'s set (beside its buttons), else the last one that says
+    anything."""
+    if pending is not None:
+        return page.locator(f'[data-pending-id="{pending.id}"] .set-result')
+    return page.locator(".set-result:not(:empty)").last
+
+
+def expect_success(page: Any, name: str, pending: PendingSet | None = None) -> None:
     """The page shows the released state for the card named ``name``, and no refusal."""
-    result = page.locator("#result")
+    result = result_box(page, pending)
     expect(result.locator(".ok")).to_have_text(f"Done: {name}.")
     expect(result).to_have_attribute("data-released", "true")
     expect(result).to_have_attribute("data-reason", "")

@@ -53,6 +53,7 @@ class Served:
             voice=self.voice,
             clock=self.clock,
         )
+        self.assembly = app.state.voicegate
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         )

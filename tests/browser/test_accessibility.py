@@ -12,6 +12,7 @@ axe cannot: announcements of new and closed sets, where focus goes, More time pe
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tests.browser.kit import (
     expect_success,
     open_page,
     pair,
+    result_box,
     shot,
 )
 from tests.conftest import ROOT, require
@@ -67,6 +69,18 @@ AUDIT = """async () => {
 # The probe's argument (issue 16, F5): the 200-character card cut away its dangerous tail.
 HIDDEN = "Buy milk. " + "x" * 190 + " AND ALSO transfer everything to mallory"
 LONG = ActionRequest("write_note", {"name": "groceries", "text": HIDDEN})
+# The outside probe's choice (issue 35): a question holding bidi controls, a zero-width space,
+# a terminal escape and a line break; three options of which the first argument that differs
+# names two alike, two whose texts are alike for their first 29 characters, and a bidi override
+# in a value.
+PROBE_QUESTION = "Which \u202enote\u200b \u2066now\u2069?\x1b[2J\r\nOK"
+SAME_START = "Meet at the usual place on Monday at "
+ALIKE = [
+    ActionRequest("write_note", {"name": "plans", "text": SAME_START + "10"}),
+    ActionRequest("write_note", {"name": "plans", "text": SAME_START + "11"}),
+    ActionRequest("write_note", {"name": "plans\u202e", "text": SAME_START + "10"}),
+]
+RAW = "\u202e\u200b\u2066\u2069\x1b\r\n"
 
 
 @pytest.fixture
@@ -138,7 +152,7 @@ def test_axe_finds_no_violation_in_any_page_state(
         check("07-recording")
         speak.click()  # stop before the microphone starts: too short to hold an answer
         page.evaluate("window.startMicrophone()")
-        result = page.locator("#result")
+        result = result_box(page)
         expect(result).to_contain_text("Too short to hear. Nothing was sent.")
         expect(result).to_contain_text("Hold Speak while you say your answer")
         check("08-voice-result")
@@ -154,6 +168,91 @@ def test_axe_finds_no_violation_in_any_page_state(
         expect(final).to_have_text("Approve")
         check("10-high-risk-final")
         server.run(server.gate.cancel(risky.id, user="asha"))
+    assert found == {state: [] for state in found}
+
+
+# Every shown element that reaches past the right edge of the window (it would be cut off).
+CUT_OFF = """() => [...document.querySelectorAll("body *")]
+  .filter((e) => e.offsetParent && e.getBoundingClientRect().right > window.innerWidth + 1)
+  .map((e) => `${e.tagName}.${e.className}#${e.id}`)"""
+# A phone held upright, as the new-user trial used it.
+PHONE = {"width": 420, "height": 900}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_violation_on_the_phone_and_the_card_comes_first(
+    browser: Any, server: Server, axe_source: str, scheme: str
+) -> None:
+    found: dict[str, list[dict[str, Any]]] = {}
+    with open_page(browser, server, scheme, width=PHONE["width"]) as page:
+        page.set_viewport_size(PHONE)
+
+        def check(state: str) -> None:
+            found[state] = audit(page, axe_source, state, scheme)
+
+        pair(page, server)
+        expect(page.locator("#paired-line")).to_have_text(
+            "Paired. This device now answers for asha."
+        )
+        expect(page.get_by_role("button", name="Turn on notifications")).to_be_visible()
+        one = server.propose(1)
+        approve = approve_button(page, one)
+        approve.wait_for()
+        # The waiting card comes first: on screen at once, and the first stop of Tab.
+        item = page.locator(f'[data-pending-id="{one.id}"] .card')
+        assert item.bounding_box()["y"] < PHONE["height"] / 2
+        expect(item.locator(".sentence")).to_have_text(
+            "Write note with name “shopping” and text “milk”."
+        )
+        check("15-phone-card")
+        page.evaluate("document.activeElement.blur()")
+        stops = []
+        for _ in range(3):
+            page.keyboard.press("Tab")
+            stops.append(page.evaluate("document.activeElement.textContent.trim()"))
+        assert "Approve" in stops
+
+        page.get_by_role("button", name="Exact details of write_note 'shopping'").click()
+        expect(item.locator(".text")).to_have_text(card.render("write_note", NOTES[0].arguments))
+        check("16-phone-details")
+
+        page.get_by_text("How to answer").click()
+        expect(page.get_by_role("button", name="I use a switch")).to_be_visible()
+        check("17-phone-how-to-answer")
+        page.get_by_text("How to answer").click()
+
+        approve.click()
+        expect_success(page, "write_note 'shopping'", one)
+        expect(page.locator(f'[data-pending-id="{one.id}"]')).to_have_class(re.compile("closed"))
+        check("18-phone-done-in-place")
+
+        risky = server.run(server.gate.propose("asha", [NOTES[1]], risk=Risk.HIGH))
+        risk = page.locator(f'[data-pending-id="{risky.id}"] .risk-line')
+        expect(risk).to_have_text(
+            "⚠ High risk: after Approve you are asked once more, on this page."
+        )
+        check("19-phone-high-risk")
+        approve_button(page, risky).click()
+        step = result_box(page, risky).locator(".step")
+        expect(step).to_contain_text("Nothing has run yet")
+        check("20-phone-chosen-step")
+
+        server.clock.offset += risky.deadline + risky.ttl + 1 - server.clock()
+        expect(result_box(page, risky)).to_contain_text("Time ran out for")
+        check("21-phone-time-ran-out")
+
+        forget = page.get_by_role("button", name="Forget this device")
+        forget.click()
+        expect(page.get_by_role("button", name="Press again to forget this device")).to_be_visible()
+        expect(page.locator("#forget-status")).to_contain_text("pairing again needs a new code")
+        assert page.locator("#pair-section").is_hidden()
+        check("22-phone-forget-armed")
+
+        # 200 % zoom of the same phone: half the CSS pixels across, nothing scrolls sideways.
+        page.set_viewport_size({"width": PHONE["width"] // 2, "height": PHONE["height"] // 2})
+        page.keyboard.press("Escape")
+        assert page.evaluate(CUT_OFF) == []
+        check("23-phone-zoom-200")
     assert found == {state: [] for state in found}
 
 
@@ -209,11 +308,26 @@ def test_new_and_closed_sets_are_announced_and_focus_moves_to_the_next_card(
     assert names == ["Approve write_note 'shopping'", "Approve write_note 'shopping' (request 2)"]
     approve_button(page, first).focus()
     server.run(server.gate.withdraw(first.id))
-    expect(announce).to_contain_text("write_note 'shopping' is no longer waiting")
+    # Said where it is seen: the closed set stays in place, without its buttons, and its own
+    # status region says why (read out as any result is).
+    expect(result_box(page, first)).to_have_text(
+        "write_note 'shopping' was taken back by the agent. Nothing ran."
+    )
     expect(approve_button(page, second)).to_be_focused()
-    server.run(server.gate.withdraw(second.id))
+    expect(approve_button(page, first)).to_have_count(0)
+    # A set whose time ran out says so, and not before the server's deadline.
+    server.clock.offset += second.deadline - server.clock() - 3
+    countdown = page.locator(f'[data-pending-id="{second.id}"] [data-countdown]')
+    expect(countdown).to_have_text(re.compile(r"0:0[1-3] left"))
+    expect(approve_button(page, second)).to_be_visible()
+    server.clock.offset += 4
+    expect(result_box(page, second)).to_have_text(
+        "Time ran out for write_note 'shopping' (request 2). Nothing ran."
+    )
     expect(page.locator("#empty")).to_be_focused()
     assert page.evaluate("document.activeElement.id") == "empty"
+    page.get_by_role("button", name="Dismiss write_note 'shopping' (request 2)").click()
+    expect(page.locator(f'[data-pending-id="{second.id}"]')).to_have_count(0)
 
 
 def test_more_time_is_per_set_and_says_the_new_time_left(page: Any, server: Server) -> None:
@@ -223,8 +337,8 @@ def test_more_time_is_per_set_and_says_the_new_time_left(page: Any, server: Serv
     more = page.locator(f'[data-pending-id="{second.id}"] button.more')
     expect(more).to_have_accessible_name("More time for one of 2: write_note")
     more.click()
-    expect(page.locator("#result .ok")).to_contain_text("More time for one of 2: write_note")
-    expect(page.locator("#result .ok")).to_contain_text("left now")
+    expect(result_box(page).locator(".ok")).to_contain_text("More time for one of 2: write_note")
+    expect(result_box(page).locator(".ok")).to_contain_text("left now")
     assert server.run(server.gate.status(second.id)).deadline == second.deadline + second.ttl
     assert server.run(server.gate.status(first.id)).deadline == first.deadline
     # M outside any set, with two open, extends neither and says why.
@@ -250,7 +364,47 @@ def test_a_choice_the_agent_asked_is_named_by_its_question(page: Any, server: Se
     server.run(server.gate.cancel(asked.id, user="asha"))
 
 
-def test_f5_a_shortened_card_is_shown_in_full_before_its_approve_counts(
+def accessible_names(page: Any, role: str) -> list[str]:
+    """The names Chromium's accessibility tree gives every ``role`` on the page, in order."""
+    session = page.context.new_cdp_session(page)
+    nodes = session.send("Accessibility.getFullAXTree")["nodes"]
+    session.detach()
+    return [
+        n["name"]["value"]
+        for n in nodes
+        if n.get("role", {}).get("value") == role and not n.get("ignored")
+    ]
+
+
+def test_options_alike_at_the_start_have_distinct_escaped_names(
+    narrow: Any, server: Server, axe_source: str
+) -> None:
+    page = narrow
+    # A user of this test's own: no other test's set is on the page.
+    pair(page, server, user="alike")
+    asked = server.run(server.gate.propose("alike", ALIKE, risk=Risk.LOW, preview=PROBE_QUESTION))
+    approve_button(page, asked, 3).wait_for()
+    approves = [n for n in accessible_names(page, "button") if n.startswith("Approve")]
+    # Each option's own name, without the number the button adds, tells it from the others.
+    assert len({name.split(": ", 1)[1] for name in approves}) == 3, approves
+    assert approves == [
+        "Approve 1: write_note name 'plans', text 'Meet at th…ce on Monday at 10'",
+        "Approve 2: write_note name 'plans', text 'Meet at th…ce on Monday at 11'",
+        "Approve 3: write_note name 'plans\\u202e', text 'Meet at th…ce on Monday at 10' ⚠",
+    ]
+    shown = page.locator(f'[data-pending-id="{asked.id}"] .preview')
+    expect(shown).to_have_text(
+        "Which \\u202enote\\u200b \\u2066now\\u2069?\\u001b[2J\\u000d\\u000aOK  ⚠ hidden characters"
+    )
+    expect(page.locator("#announce")).to_contain_text("New request: “Which \\u202enote")
+    names = [*accessible_names(page, "button"), page.locator("#announce").inner_text()]
+    assert not any(set(RAW) & set(name) for name in names), names
+    page.evaluate(axe_source)
+    assert page.evaluate(AUDIT) == []
+    server.run(server.gate.cancel(asked.id, user="alike"))
+
+
+def test_a_shortened_card_is_shown_in_full_before_its_approve_counts(
     page: Any, server: Server
 ) -> None:
     pair(page, server)
@@ -265,7 +419,7 @@ def test_f5_a_shortened_card_is_shown_in_full_before_its_approve_counts(
     expect(expand).to_have_attribute("aria-expanded", "true")
     expect(text).to_have_text(card.full(LONG.tool, LONG.arguments))
     # Why nothing ran is shown, not only said: in the result box every answer uses.
-    result = page.locator("#result")
+    result = result_box(page)
     expect(result).to_be_visible()
     expect(result).to_contain_text("All of it is shown now")
     assert server.executed.calls[before:] == []

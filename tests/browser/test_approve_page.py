@@ -30,6 +30,7 @@ from tests.browser.kit import (
     launch,
     open_page,
     pair,
+    result_box,
     shot,
 )
 from tests.conftest import require
@@ -106,7 +107,7 @@ def test_warning_before_the_deadline_and_more_time_with_one_key(page: Any, serve
     old_deadline = float(article.get_attribute("data-deadline"))
     page.locator("body").press("m")
     expect(article).not_to_have_class(re.compile(r"\bwarning\b"))
-    expect(page.locator("#result")).to_contain_text("More time for write_note 'shopping'")
+    expect(result_box(page)).to_contain_text("More time for write_note 'shopping'")
     new_deadline = float(article.get_attribute("data-deadline"))
     assert new_deadline == old_deadline + proposed.ttl
     extended = server.run(server.gate.status(proposed.id))
@@ -122,9 +123,9 @@ def test_speak_the_second_one_and_the_second_action_runs(page: Any, server: Serv
     proposed = server.propose(2)
     speak = page.locator(f'[data-pending-id="{proposed.id}"] button.speak')
     speak.click()
-    page.locator("#result .heard").wait_for(timeout=60_000)
+    result_box(page).locator(".heard").wait_for(timeout=60_000)
     shot(page, "07-voice-answer")
-    text = page.locator("#result").inner_text()
+    text = result_box(page).inner_text()
     assert "second" in text.lower()
     # Exactly this answer ran the second action: not an earlier test's write, not a refusal.
     expect_success(page, "write_note 'eggs'")
@@ -136,6 +137,10 @@ def test_switch_setting_is_remembered_and_taps_are_recorded_as_switch(
     page: Any, server: Server
 ) -> None:
     pair(page, server)
+    # The setting is under "How to answer", folded until opened; the page remembers it open.
+    how = page.locator("#how")
+    expect(how).not_to_have_attribute("open", "")
+    page.get_by_text("How to answer").click()
     setting = page.get_by_role("button", name="I use a switch")
     expect(setting).to_have_attribute("aria-pressed", "false")
     assert setting.get_attribute("aria-describedby") == "switch-help"
@@ -143,6 +148,7 @@ def test_switch_setting_is_remembered_and_taps_are_recorded_as_switch(
     expect(setting).to_have_attribute("aria-pressed", "true")
     page.reload()
     page.locator("#cards-section").wait_for(state="visible")
+    expect(how).to_have_attribute("open", "")
     expect(setting).to_have_attribute("aria-pressed", "true")
     assert_targets_are_large(page)
     proposed = server.propose(1)
@@ -174,7 +180,7 @@ def test_hold_released_before_the_microphone_starts_stops_at_once(
     page.evaluate("window.startMicrophone()")
     expect(speak).to_have_attribute("aria-pressed", "false", timeout=5_000)
     # Stopped as it started: too short to hold an answer, so nothing went to the server.
-    expect(page.locator("#result")).to_contain_text("Too short to hear. Nothing was sent.")
+    expect(result_box(page)).to_contain_text("Too short to hear. Nothing was sent.")
     assert server.executed.calls[before:] == []
     assert server.run(server.gate.status(proposed.id)).status.value == "waiting"
     server.run(server.gate.cancel(proposed.id, user="asha"))
@@ -192,7 +198,7 @@ def test_a_refused_voice_answer_shows_what_was_heard_and_what_to_say(
             before = len(server.executed.calls)
             proposed = server.propose(2)
             page.locator(f'[data-pending-id="{proposed.id}"] button.speak').click()
-            result = page.locator("#result")
+            result = result_box(page)
             result.locator(".heard").wait_for(timeout=60_000)
             shot(page, "09-voice-refused")
             expect(result).to_have_attribute("data-released", "false")
@@ -207,3 +213,19 @@ def test_a_refused_voice_answer_shows_what_was_heard_and_what_to_say(
             server.run(server.gate.cancel(proposed.id, user="asha"))
     finally:
         launched.close()
+
+
+def test_opened_from_a_notifications_answer_by_voice_speak_is_ready(
+    page: Any, server: Server
+) -> None:
+    pair(page, server)
+    proposed = server.propose(1)
+    approve_button(page, proposed).wait_for()
+    page.goto(f"/approve?set={proposed.id}&voice=1")
+    speak = page.locator(f'[data-pending-id="{proposed.id}"] button.speak')
+    if server.services.voice is None:
+        expect(approve_button(page, proposed)).to_be_focused()
+    else:
+        expect(speak).to_be_focused()
+        expect(result_box(page, proposed)).to_have_text("Press Speak, then say your answer.")
+    server.run(server.gate.cancel(proposed.id, user="asha"))

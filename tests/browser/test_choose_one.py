@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.kit import expect_success, pair
+from tests.browser.kit import expect_success, pair, result_box
 from tests.browser.served import Served
 from tests.conftest import require
 
@@ -45,8 +45,8 @@ def test_choose_one_said_the_second_one_runs_exactly_option_two(
         assert served.agent("list_notes", {}) == {"notes": {}}
 
         card_set.locator("button.speak").click()
-        page.locator("#result .heard").wait_for(timeout=90_000)
-        assert "second" in page.locator("#result").inner_text().lower()
+        result_box(page).locator(".heard").wait_for(timeout=90_000)
+        assert "second" in result_box(page).inner_text().lower()
         expect_success(page, "write_note 'tuesday'")
 
         status = served.agent("pending_status", {"pending_id": pending["pending_id"]})

@@ -27,6 +27,7 @@ from tests.browser.kit import (
     fake_microphone,
     open_profile,
     pair,
+    result_box,
 )
 from tests.browser.served import Served
 from tests.conftest import FIXTURES, require
@@ -109,8 +110,8 @@ def test_three_takes_taught_on_the_page_then_the_spoken_answer_releases_its_card
         pending = served.agent("choose_one", OFFER)
         card_set = page.locator(f'[data-pending-id="{pending["pending_id"]}"]')
         card_set.locator("button.speak").click()
-        page.locator("#result .heard").wait_for(timeout=90_000)
-        assert "second" in page.locator("#result").inner_text().lower()
+        result_box(page).locator(".heard").wait_for(timeout=90_000)
+        assert "second" in result_box(page).inner_text().lower()
         expect_success(page, "write_note 'work'")
     assert served.agent("list_notes", {}) == {"notes": {"work": "milk"}}
 

@@ -123,3 +123,26 @@ async def teach(url: str, fsdd: Path) -> None:
                 await store.templates.add(row)
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"ID3\x04\x00\x00\x00\x00\x00\x00" + bytes(range(256)) * 8,  # an MP3's tag, then frames
+        bytes((i * 37 + 11) % 256 for i in range(4096)),  # bytes that are no format at all
+        b"RIFF\x24\x00\x00\x00WAVEnot a chunk",  # a WAV header over nothing that decodes
+    ],
+    ids=["mp3", "noise_bytes", "broken_wav"],
+)
+def test_a_file_that_is_not_audio_it_reads_names_the_formats_and_exits_2(
+    data: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a decision but a usage error, said before any model loads."""
+    clip = tmp_path / "clip.bin"
+    clip.write_bytes(data)
+    assert main(["decide", str(clip), "--cards", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith(f"voicegate decide: {clip}: ")
+    assert "WAV, FLAC, OGG (Vorbis or Opus), WebM/Opus or MP4/AAC" in line

@@ -116,3 +116,63 @@ def test_a_short_token_from_the_environment_is_refused_too(
     monkeypatch.setenv(TOKEN_ENV, "short")
     line = refused(["serve", *NOTES, "--db", "memory"], capsys)
     assert line.startswith(f"voicegate serve: {TOKEN_ENV} ")
+
+
+def test_version_names_the_release(capsys: pytest.CaptureFixture[str]) -> None:
+    from voicegate import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"voicegate {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    "argv", [["demo", "--bogus"], ["serve", *NOTES, "--bogus"], ["devices", "list", "--bogus"]]
+)
+def test_a_flag_a_command_does_not_take_is_that_command_s_usage_error(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = usage_error(argv, capsys)
+    assert line == f"voicegate {argv[0]}: error: unrecognized arguments: --bogus"
+    assert capsys.readouterr().err == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_usage_shown_with_such_an_error_is_the_command_s_own(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--bogus"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: voicegate demo ")
+    assert "{answers," not in err  # not the list of every command
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--upstream-cmd", "true", "--db", "memory", "--voice-model", "tiny.en"],
+        ["demo", "--port", "0", "--voice-model", "tiny.en"],
+        ["decide", "clip.wav", "--cards", "1", "--model", "tiny.en"],
+    ],
+)
+def test_an_english_only_model_asked_to_hear_hindi_is_refused_before_it_loads(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    sf.write(tmp_path / "clip.wav", np.zeros(16_000, dtype=np.float32), 16_000)
+    line = refused([*argv, "--lang", "hi"], capsys)
+    assert line.startswith(f"voicegate {argv[0]}: the model tiny.en hears only en, not hi")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.wav"]
+
+
+def test_pair_with_no_store_named_and_none_here_refuses_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A code in a new ./voicegate.db would pair with no server: the demo's store is elsewhere."""
+    line = refused(["pair", "--user", "owner"], capsys)
+    assert line.startswith("voicegate pair: no database at voicegate.db, and no --db")
+    assert list(tmp_path.iterdir()) == []

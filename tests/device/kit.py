@@ -60,6 +60,9 @@ class SigningDevice:
     async def get(self, target: str) -> httpx.Response:
         return await self.client.get(target, headers=self.headers("GET", target))
 
+    async def delete(self, target: str) -> httpx.Response:
+        return await self.client.delete(target, headers=self.headers("DELETE", target))
+
     async def post(
         self, target: str, body: bytes, content_type: str, **extra: str
     ) -> httpx.Response:

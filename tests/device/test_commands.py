@@ -182,3 +182,56 @@ def test_devices_list_shows_each_device_and_revoke_stops_its_signed_requests(
         assert await services.gate.receipts("asha") == []
 
     on_server(db, answer_after_revoke)
+
+
+def test_cards_outlive_their_agent_and_the_operator_lists_and_withdraws_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A set proposed by a server that has stopped (its stdio agent gone) is still waiting in
+    the store, named on the page by its own card; ``cards list`` shows it and ``cards
+    withdraw`` takes it back, after which no tap can release it."""
+    db = tmp_path / "gate.db"
+    _, out, _ = cli(capsys, "pair", "--user", "asha", "--db", str(db))
+    _, _, code = printed_code(out)
+
+    async def propose(device: SigningDevice, services: Services) -> tuple[SigningDevice, str]:
+        assert (await device.pair(code)).status_code == 200
+        pending = await services.gate.propose("asha", [NOTE], risk=Risk.LOW)
+        return device, pending.id
+
+    paired, pending_id = on_server(db, propose)  # that server, and its agent, are gone now
+    assert cli(capsys, "cards", "list", "--user", "ravi", "--db", str(db))[1].strip() == (
+        "No cards are waiting."
+    )
+    status, listed, _ = cli(capsys, "cards", "list", "--db", str(db))
+    assert status == 0
+    (row,) = listed.splitlines()
+    assert row.split()[:2] == [pending_id, "asha"] and ISO_UTC.fullmatch(row.split()[2])
+    assert "s left" in row and 'write_note(name="door", text="unlock")' in row
+
+    async def listed_on_the_next_start(device: SigningDevice, services: Services) -> str:
+        device.id, device.key = paired.id, paired.key
+        (shown,) = (await device.get("/device/pending")).json()["sets"]
+        assert shown["id"] == pending_id
+        return str(shown["name"])
+
+    assert "door" in on_server(db, listed_on_the_next_start)
+
+    status, out, _ = cli(capsys, "cards", "withdraw", pending_id, "--db", str(db))
+    assert status == 0 and out == f"Withdrew {pending_id}: nothing of it runs.\n"
+    assert cli(capsys, "cards", "list", "--db", str(db))[1].strip() == "No cards are waiting."
+    status, out, _ = cli(capsys, "cards", "withdraw", pending_id, "--db", str(db))
+    assert status == 1 and "no longer waiting" in out
+    status, out, _ = cli(capsys, "cards", "withdraw", "set_nope", "--db", str(db))
+    assert status == 1 and "not a set in this store" in out
+
+    async def tap_after_withdrawal(device: SigningDevice, services: Services) -> None:
+        device.id, device.key = paired.id, paired.key
+        pending = await services.gate.status(pending_id)
+        tap = {"pending_id": pending_id, "nonce": pending.nonce, "decision": "confirm"}
+        answer = await device.post_json("/device/tap", tap)
+        assert answer.json()["reason"] == Reason.WITHDRAWN
+        assert (await services.gate.status(pending_id)).status.value == "withdrawn"
+        assert await services.gate.receipts("asha") == []
+
+    on_server(db, tap_after_withdrawal)

@@ -27,7 +27,7 @@ async def only_set(device: SigningDevice) -> dict[str, Any]:
     return shown  # type: ignore[no-any-return]
 
 
-async def test_f5_pending_gives_the_full_text_and_arguments_of_a_shortened_card(
+async def test_pending_gives_the_full_text_and_arguments_of_a_shortened_card(
     device: SigningDevice, services: Services
 ) -> None:
     await services.gate.propose("asha", [LONG], risk=Risk.LOW)
@@ -37,7 +37,7 @@ async def test_f5_pending_gives_the_full_text_and_arguments_of_a_shortened_card(
     assert shown["arguments"] == {"name": "shopping", "text": HIDDEN}
 
 
-async def test_f5_a_tap_on_a_shortened_card_releases_only_when_it_names_the_card_shown(
+async def test_a_tap_on_a_shortened_card_releases_only_when_it_names_the_card_shown(
     device: SigningDevice, services: Services, executed: Executed
 ) -> None:
     await services.gate.propose("asha", [LONG], risk=Risk.LOW)
@@ -53,7 +53,7 @@ async def test_f5_a_tap_on_a_shortened_card_releases_only_when_it_names_the_card
     assert receipt["shown_text"] == card.full(LONG.tool, LONG.arguments)
 
 
-async def test_f5_a_spoken_yes_names_the_cards_shown_in_the_signed_query(
+async def test_a_spoken_yes_names_the_cards_shown_in_the_signed_query(
     device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     with_voice(services, clock, "Yes.", "Yes.")
@@ -69,7 +69,7 @@ async def test_f5_a_spoken_yes_names_the_cards_shown_in_the_signed_query(
     assert len(executed.calls) == 1
 
 
-async def test_f5_a_shown_list_that_is_not_card_numbers_is_a_bad_request(
+async def test_a_shown_list_that_is_not_card_numbers_is_a_bad_request(
     device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
     with_voice(services, clock, "Yes.")

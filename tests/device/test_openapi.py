@@ -30,6 +30,15 @@ SIGNED_ROUTES = [
     ("/device/enrol", "delete"),
     ("/device/enrol/{template_id}", "delete"),
     ("/device/enrol/hard", "post"),
+    ("/device/passkeys", "get"),
+    ("/device/passkeys/options", "post"),
+    ("/device/passkeys", "post"),
+    ("/device/passkeys/{passkey_id}", "delete"),
+    ("/device/passkey", "post"),
+    ("/device/sets/{pending_id}", "get"),
+    ("/device/push", "get"),
+    ("/device/push", "post"),
+    ("/device/push", "delete"),
 ]
 
 

@@ -22,6 +22,10 @@ NOTES = [
     ActionRequest("write_note", {"name": "shopping", "text": "milk"}),
     ActionRequest("write_note", {"name": "shopping", "text": "eggs"}),
 ]
+# The outside probe's question (issue 35): a bidi override, a zero-width space, an isolate
+# pair, a terminal escape that clears the screen, and a line break.
+PROBE_QUESTION = "Which \u202etxt.exe\u200b \u2066note\u2069?\x1b[2J\r\nSecond line"
+RAW = "\u202e\u200b\u2066\u2069\x1b\r\n"
 
 
 async def propose(services: Services, *, risk: Risk = Risk.LOW, n: int = 2) -> PendingSet:
@@ -53,6 +57,21 @@ async def test_pending_lists_exact_card_text_stage_deadline_and_nonce(
     assert shown["extensions_left"] == services.gate.max_extensions
 
 
+async def test_a_choice_question_reaches_the_device_escaped_and_flagged_like_a_card(
+    device: SigningDevice, services: Services
+) -> None:
+    await services.gate.propose("asha", NOTES, risk=Risk.LOW, preview=PROBE_QUESTION)
+    (shown,) = await pending_sets(device)
+    assert shown["preview"] == (
+        "Which \\u202etxt.exe\\u200b \\u2066note\\u2069?\\u001b[2J\\u000d\\u000aSecond line"
+        "  ⚠ hidden characters"
+    )
+    # Nor is a raw one left in the set's name or its cards' names, which the page speaks.
+    names = [shown["name"], *(c["label"] for c in shown["cards"])]  # type: ignore[attr-defined]
+    assert "\\u202e" in shown["name"]  # type: ignore[operator]
+    assert not [name for name in names if set(RAW) & set(name)]
+
+
 async def test_tap_choose_second_runs_the_second_action_once(
     device: SigningDevice, services: Services, executed: Executed
 ) -> None:
@@ -72,7 +91,9 @@ async def test_tap_choose_second_runs_the_second_action_once(
     # approval_consumed_once, belongs to approvals outside the card flow (token mode).
     (receipt,) = await services.gate.receipts("asha")
     names = [c.name for c in receipt.checks]
-    assert names == [n for n in CHECK_NAMES if n != "approval_consumed_once"]
+    # A tap at no passkey step: every check but the passkey's and the outside approvals'.
+    outside = ("approval_consumed_once", "passkey_verified")
+    assert names == [n for n in CHECK_NAMES if n not in outside]
     assert len(names) == 10 and all(c.passed for c in receipt.checks)
 
 

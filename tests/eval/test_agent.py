@@ -58,3 +58,27 @@ async def test_the_count_sees_a_write_the_user_did_not_mean(
     results = await agent.run_suite(tmp_path, cases)
     assert [r.unconfirmed for r in results] == [1, 1, 1]
     assert not any(r.passed for r in results)
+
+
+@pytest.mark.slow
+def test_the_command_prints_its_table_and_no_log_lines(tmp_path: Path) -> None:
+    """``voicegate eval --agent`` as a process: about 460 confirm events happen, none of them
+    on the terminal; the table is what it prints."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "voicegate.cli", "eval", "--agent"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.splitlines()[0].startswith("| family | cases | passed |")

@@ -21,6 +21,7 @@ from tests.conftest import FIXTURES, ROOT, require
 from tests.reliability.cluster import Served, free_port, running
 from voicegate import cli
 from voicegate.cli import eval as eval_cli
+from voicegate.cli.arguments import DB_ENV
 from voicegate.reasons import Reason
 from voicegate.store import open_store
 
@@ -119,7 +120,7 @@ async def test_the_corpus_runs_against_a_running_server(
 def test_url_without_the_servers_store_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv(eval_cli.DB_ENV, raising=False)
+    monkeypatch.delenv(DB_ENV, raising=False)
     argv = ["eval", "--manifest", str(tmp_path / "m.jsonl"), "--url", "http://127.0.0.1:9"]
     assert cli.main([*argv, "--token", "t"]) == 2
     assert "--url needs --db" in capsys.readouterr().err

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicegate.gate.card import escape, render, summary
+from voicegate.canonical import canonical_json
+from voicegate.gate.card import escape, names, preview, render, summary
 
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
 json_values = st.recursive(
@@ -240,11 +241,87 @@ def test_summary_is_always_one_line(args: dict[str, Any]) -> None:
     assert len(summary("t", args).splitlines()) == 1
 
 
-def test_a_value_written_wholly_in_latin_lookalike_cyrillic_is_flagged():
+def test_a_value_written_wholly_in_latin_lookalike_cyrillic_is_flagged() -> None:
     card = render("send_payment", {"to": "аѕһа"})
     assert "looks like Latin letters" in card
 
 
-def test_a_real_russian_word_is_not_flagged_as_posing_as_latin():
+def test_a_real_russian_word_is_not_flagged_as_posing_as_latin() -> None:
     card = render("send_message", {"text": "Привет"})
     assert "looks like Latin letters" not in card
+
+
+# Issue 35: the agent's question and the short names of cards and sets are its text too.
+PROBE_QUESTION = "Which \u202enote\u200b \u2066now\u2069?\x1b[2J\r\nOK"
+SAME_START = "Meet at the usual place on Monday at "
+cards = st.lists(
+    st.tuples(st.sampled_from(["write_note", "delete_note", "t\u202e"]), arguments),
+    min_size=1,
+    max_size=5,
+    unique_by=lambda c: (c[0], canonical_json(c[1])),
+)
+
+
+def test_a_question_shows_hiding_characters_as_escapes_and_is_flagged() -> None:
+    assert preview(PROBE_QUESTION) == (
+        "Which \\u202enote\\u200b \\u2066now\\u2069?\\u001b[2J\\u000d\\u000aOK  ⚠ hidden characters"
+    )
+    assert preview("Which note?") == "Which note?"
+    assert preview("Pay p\u0430ypal?") == "Pay p\u0430ypal?  ⚠ mixed scripts"
+
+
+def test_a_set_asked_as_a_question_is_named_by_it_escaped_and_flagged() -> None:
+    name, _ = names([("t", {"v": 1}), ("t", {"v": 2})], PROBE_QUESTION)
+    assert name == (
+        "“Which \\u202enote\\u200b \\u2066now\\u2069?\\u001b[2J\\u000d\\u000aOK” (one of 2: t) ⚠"
+    )
+    name, _ = names([("t", {"v": 1}), ("t", {"v": 2})], "Which " + "\u202e" * 70)
+    # Cut at 60 units, an escape counting as one and never split.
+    assert name.startswith("“Which " + "\\u202e" * 53 + "…” (one of 2: t)")
+
+
+def test_card_names_are_the_first_differing_value_or_the_first_value() -> None:
+    notes = [("write_note", {"name": "shopping", "text": t}) for t in ("milk", "eggs")]
+    assert names(notes) == ("one of 2: write_note", ["write_note 'milk'", "write_note 'eggs'"])
+    assert names(notes[:1]) == ("write_note 'shopping'", ["write_note 'shopping'"])
+    assert names(notes, chosen=2)[0] == "write_note 'eggs'"
+    other = [("write_note", {"name": "a"}), ("delete_note", {"name": "a"})]
+    assert names(other)[1] == ["write_note 'a'", "delete_note 'a'"]
+
+
+def test_values_alike_for_their_first_29_characters_get_different_names() -> None:
+    _, labels = names([("t", {"v": SAME_START + "10"}), ("t", {"v": SAME_START + "11"})])
+    assert labels == ["t 'Meet at th…ce on Monday at 10'", "t 'Meet at th…ce on Monday at 11'"]
+
+
+def test_three_cards_alike_in_the_first_differing_argument_get_different_names() -> None:
+    three = [
+        ("t", {"name": "plans", "text": "a"}),
+        ("t", {"name": "plans", "text": "b"}),
+        ("t", {"name": "other", "text": "a"}),
+    ]
+    assert names(three)[1] == [
+        "t name 'plans', text 'a'",
+        "t name 'plans', text 'b'",
+        "t name 'other', text 'a'",
+    ]
+
+
+def test_a_card_name_escapes_and_flags_a_hiding_character() -> None:
+    _, labels = names([("t", {"v": "\\u202e"}), ("t", {"v": "\u202e"})])
+    assert labels == ["t '\\u202e'", "t '\\u202e' ⚠"]
+
+
+def test_cards_that_show_alike_are_named_with_their_numbers() -> None:
+    _, labels = names([("t", {"v": 1}), ("t", {"v": "1"})])
+    assert labels == ["t '1' (card 1)", "t '1' (card 2)"]
+
+
+@NO_DEADLINE
+@given(cards, text)
+def test_names_tell_every_card_apart_and_hide_nothing(
+    shown: list[tuple[str, dict[str, Any]]], question: str
+) -> None:
+    name, labels = names(shown, question)
+    assert len(set(labels)) == len(labels)
+    assert all(escape(n) == n for n in [name, *labels])

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from voicegate.gate.checks import EVIDENCE_MAX_AGE, check_answer, check_set
+from voicegate.gate.checks import EVIDENCE_MAX_AGE, Verdict, check_answer, check_set
 from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.gate.types import (
     Decision,
@@ -56,7 +56,7 @@ def answer(kind: Kind, card: int | None = None, **changes: object) -> Evidence:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-def verdict_of(evidence: Evidence, pending: PendingSet, device: Device | None = DEVICE):
+def verdict_of(evidence: Evidence, pending: PendingSet, device: Device | None = DEVICE) -> Verdict:
     first = check_set(evidence, pending)
     assert first.reason is None
     return check_answer(

@@ -16,12 +16,15 @@ from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import DeviceKind, Modality, PendingSet, Risk, Stage, Status
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
+from voicegate.store.memory import MemoryStore
 from voicegate.tokens import TokenCodec
 
 from .helpers import Upstream, actions, evidence, keys, make_gate, pair
 
 
-async def test_tap_on_second_card_runs_the_second_action_once(store, clock, upstream):
+async def test_tap_on_second_card_runs_the_second_action_once(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(3), risk=Risk.LOW)
@@ -35,7 +38,9 @@ async def test_tap_on_second_card_runs_the_second_action_once(store, clock, upst
     assert "nonce_consumed_once" in names and "paired_device_of_user" in names
 
 
-async def test_second_confirm_executes_nothing(store, clock, upstream):
+async def test_second_confirm_executes_nothing(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -46,7 +51,9 @@ async def test_second_confirm_executes_nothing(store, clock, upstream):
     assert len(upstream.calls) == 1
 
 
-async def test_hundred_racing_confirms_execute_once(store, clock, upstream):
+async def test_hundred_racing_confirms_execute_once(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(2), risk=Risk.LOW)
@@ -57,7 +64,9 @@ async def test_hundred_racing_confirms_execute_once(store, clock, upstream):
     assert len(upstream.calls) == 1
 
 
-async def test_evidence_with_another_nonce_is_refused(store, clock, upstream):
+async def test_evidence_with_another_nonce_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -65,7 +74,9 @@ async def test_evidence_with_another_nonce_is_refused(store, clock, upstream):
     assert outcome.reason is Reason.WRONG_SET and not upstream.calls
 
 
-async def test_unknown_pending_set_is_refused(store, clock, upstream):
+async def test_unknown_pending_set_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -74,7 +85,9 @@ async def test_unknown_pending_set_is_refused(store, clock, upstream):
     assert outcome.reason is Reason.UNKNOWN_PENDING and not upstream.calls
 
 
-async def test_answer_after_the_deadline_is_refused(store, clock, upstream):
+async def test_answer_after_the_deadline_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -84,7 +97,9 @@ async def test_answer_after_the_deadline_is_refused(store, clock, upstream):
     assert (await gate.status(pending.id)).status is Status.EXPIRED
 
 
-async def test_device_of_another_user_is_refused(store, clock, upstream):
+async def test_device_of_another_user_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     stranger = await pair(store, user="u2")
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -92,7 +107,9 @@ async def test_device_of_another_user_is_refused(store, clock, upstream):
     assert outcome.reason is Reason.WRONG_DEVICE_USER and not upstream.calls
 
 
-async def test_revoked_device_is_refused(store, clock, upstream):
+async def test_revoked_device_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     await store.devices.revoke(device.id, clock())
@@ -101,7 +118,9 @@ async def test_revoked_device_is_refused(store, clock, upstream):
     assert outcome.reason is Reason.DEVICE_REVOKED and not upstream.calls
 
 
-async def test_voice_from_a_tap_only_device_is_refused(store, clock, upstream):
+async def test_voice_from_a_tap_only_device_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store, kind=DeviceKind.TAP)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -110,7 +129,9 @@ async def test_voice_from_a_tap_only_device_is_refused(store, clock, upstream):
     assert outcome.reason is Reason.DEVICE_CANNOT_SPEAK and not upstream.calls
 
 
-async def test_plain_yes_with_several_cards_is_ambiguous(store, clock, upstream):
+async def test_plain_yes_with_several_cards_is_ambiguous(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(3), risk=Risk.LOW)
@@ -118,7 +139,9 @@ async def test_plain_yes_with_several_cards_is_ambiguous(store, clock, upstream)
     assert outcome.reason is Reason.AMBIGUOUS and not upstream.calls
 
 
-async def test_card_number_out_of_range_is_refused(store, clock, upstream):
+async def test_card_number_out_of_range_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(2), risk=Risk.LOW)
@@ -126,7 +149,9 @@ async def test_card_number_out_of_range_is_refused(store, clock, upstream):
     assert outcome.reason is Reason.OUT_OF_RANGE and not upstream.calls
 
 
-async def test_refusal_from_the_grammar_keeps_its_reason(store, clock, upstream):
+async def test_refusal_from_the_grammar_keeps_its_reason(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -139,7 +164,9 @@ async def test_refusal_from_the_grammar_keeps_its_reason(store, clock, upstream)
     assert (await gate.status(pending.id)).status is Status.WAITING
 
 
-async def test_high_risk_needs_a_second_yes_under_a_new_nonce(store, clock, upstream):
+async def test_high_risk_needs_a_second_yes_under_a_new_nonce(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(2), risk=Risk.HIGH)
@@ -156,7 +183,9 @@ async def test_high_risk_needs_a_second_yes_under_a_new_nonce(store, clock, upst
     assert upstream.calls == [("write_note", {"name": "note2", "text": "milk"})]
 
 
-async def test_a_high_risk_receipt_keeps_both_yeses_and_their_checks(store, clock, upstream):
+async def test_a_high_risk_receipt_keeps_both_yeses_and_their_checks(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     phone = await pair(store)
     tablet = await pair(store)
@@ -202,7 +231,9 @@ async def test_a_high_risk_receipt_keeps_both_yeses_and_their_checks(store, cloc
     assert verify_chain([*stored[:-1], forged], gate.receipt_keys) != []
 
 
-async def test_a_receipt_without_a_first_yes_keeps_its_old_digest(store, clock, upstream):
+async def test_a_receipt_without_a_first_yes_keeps_its_old_digest(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -211,7 +242,9 @@ async def test_a_receipt_without_a_first_yes_keeps_its_old_digest(store, clock, 
     assert "first_yes" not in done.receipt.body()
 
 
-async def test_cancel_closes_the_set_and_runs_nothing(store, clock, upstream):
+async def test_cancel_closes_the_set_and_runs_nothing(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(2), risk=Risk.LOW)
@@ -221,7 +254,9 @@ async def test_cancel_closes_the_set_and_runs_nothing(store, clock, upstream):
     assert late.reason is Reason.NOT_OPEN and not upstream.calls
 
 
-async def test_more_time_adds_the_stage_ttl_to_the_deadline(store, clock, upstream):
+async def test_more_time_adds_the_stage_ttl_to_the_deadline(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -233,7 +268,9 @@ async def test_more_time_adds_the_stage_ttl_to_the_deadline(store, clock, upstre
     assert not upstream.calls
 
 
-async def test_more_time_asked_at_once_still_adds_a_whole_ttl(store, clock, upstream):
+async def test_more_time_asked_at_once_still_adds_a_whole_ttl(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
     clock.advance(4)
@@ -242,7 +279,9 @@ async def test_more_time_asked_at_once_still_adds_a_whole_ttl(store, clock, upst
     assert extended.deadline - pending.deadline == gate.choose_ttl
 
 
-async def test_more_time_on_the_final_stage_adds_the_final_ttl(store, clock, upstream):
+async def test_more_time_on_the_final_stage_adds_the_final_ttl(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(2), risk=Risk.HIGH)
@@ -251,7 +290,9 @@ async def test_more_time_on_the_final_stage_adds_the_final_ttl(store, clock, ups
     assert extended.deadline == final.deadline + gate.final_ttl
 
 
-async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(store, clock, upstream):
+async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
     deadlines = [pending.deadline]
@@ -265,8 +306,8 @@ async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(store, clo
 
 
 async def test_failed_upstream_call_leaves_a_failed_receipt_and_never_reruns(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -280,7 +321,9 @@ async def test_failed_upstream_call_leaves_a_failed_receipt_and_never_reruns(
     assert again.reason is Reason.NOT_OPEN and not upstream.calls
 
 
-async def test_action_edited_in_the_store_after_it_was_shown_is_refused(store, clock, upstream):
+async def test_action_edited_in_the_store_after_it_was_shown_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -292,7 +335,9 @@ async def test_action_edited_in_the_store_after_it_was_shown_is_refused(store, c
     assert outcome.reason is Reason.ACTION_CHANGED and not upstream.calls
 
 
-async def test_the_same_evidence_cannot_release_twice(store, clock, upstream):
+async def test_the_same_evidence_cannot_release_twice(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     first = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -304,7 +349,9 @@ async def test_the_same_evidence_cannot_release_twice(store, clock, upstream):
     assert outcome.reason is Reason.EVIDENCE_REUSED and len(upstream.calls) == 1
 
 
-async def test_store_that_is_down_fails_closed(store, clock, upstream):
+async def test_store_that_is_down_fails_closed(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -319,8 +366,8 @@ async def test_store_that_is_down_fails_closed(store, clock, upstream):
 
 
 async def test_a_store_lost_while_spending_the_nonce_reopens_the_set_when_it_returns(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -349,8 +396,8 @@ async def left_executing(gate: Gate, clock: ManualClock) -> PendingSet:
 
 
 async def test_a_set_interrupted_before_its_nonce_was_spent_settles_as_never_ran(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await left_executing(gate, clock)
     assert await gate.settle_interrupted() == 1
@@ -364,8 +411,8 @@ async def test_a_set_interrupted_before_its_nonce_was_spent_settles_as_never_ran
 
 
 async def test_a_set_interrupted_after_its_nonce_was_spent_settles_as_may_have_run(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await left_executing(gate, clock)
     assert await store.ledger.consume("nonce:" + pending.nonce, expires_at=1e12)
@@ -377,8 +424,8 @@ async def test_a_set_interrupted_after_its_nonce_was_spent_settles_as_may_have_r
 
 
 async def test_a_set_settled_after_its_key_could_be_pruned_never_claims_nothing_ran(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await left_executing(gate, clock)
     clock.advance(pending.ttl + 2 * 3600)
@@ -386,7 +433,9 @@ async def test_a_set_settled_after_its_key_could_be_pruned_never_claims_nothing_
     assert (await gate.status(pending.id)).error == MAY_HAVE_RUN
 
 
-async def test_receipts_chain_and_verify(store, clock, upstream):
+async def test_receipts_chain_and_verify(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     ring = keys()
     gate = make_gate(store, clock, upstream)
     gate.receipt_keys = ring
@@ -401,14 +450,18 @@ async def test_receipts_chain_and_verify(store, clock, upstream):
     assert verify_chain(edited, ring) != []
 
 
-async def test_delegated_run_leaves_a_receipt_that_says_delegate(store, clock, upstream):
+async def test_delegated_run_leaves_a_receipt_that_says_delegate(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     receipt = await gate.run_delegated("u1", actions(1)[0])
     assert receipt.mode == "delegate" and receipt.outcome == "executed"
     assert len(upstream.calls) == 1
 
 
-async def test_token_style_approval_runs_once(store, clock, upstream):
+async def test_token_style_approval_runs_once(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     request = actions(1)[0]
     await gate.run_confirmed("u1", request, mode="token", spend_key="jti:1", spend_until=1e12)
@@ -418,7 +471,9 @@ async def test_token_style_approval_runs_once(store, clock, upstream):
     assert len(upstream.calls) == 1
 
 
-async def test_withdrawn_set_cannot_be_confirmed(store, clock, upstream):
+async def test_withdrawn_set_cannot_be_confirmed(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -427,13 +482,17 @@ async def test_withdrawn_set_cannot_be_confirmed(store, clock, upstream):
     assert outcome.reason is Reason.WITHDRAWN and not upstream.calls
 
 
-async def test_proposing_more_than_five_cards_is_refused(store, clock, upstream):
+async def test_proposing_more_than_five_cards_is_refused(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     with pytest.raises(ValueError):
         await gate.propose("u1", actions(6), risk=Risk.LOW)
 
 
-async def test_a_result_json_cannot_hold_is_kept_as_text_in_the_receipt(store, clock):
+async def test_a_result_json_cannot_hold_is_kept_as_text_in_the_receipt(
+    store: MemoryStore, clock: ManualClock
+) -> None:
     async def odd_upstream(tool, arguments):
         return {"value": float("nan"), "blob": b"\x00"}
 
@@ -448,8 +507,8 @@ async def test_a_result_json_cannot_hold_is_kept_as_text_in_the_receipt(store, c
 
 
 async def test_settling_with_a_grace_leaves_a_release_another_replica_is_running(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await left_executing(gate, clock)
     clock.advance(60)
@@ -477,7 +536,7 @@ class Outage:
         return await self.real(*args, **kwargs)
 
 
-def retrying_gate(store, clock, upstream) -> Gate:
+def retrying_gate(store: MemoryStore, clock: ManualClock, upstream: Upstream) -> Gate:
     """A gate whose backlog retries at once: the test decides when the store heals."""
     gate = make_gate(store, clock, upstream)
     gate.backlog = Backlog(delays=(0.0,))
@@ -485,8 +544,8 @@ def retrying_gate(store, clock, upstream) -> Gate:
 
 
 async def test_a_receipt_the_store_refuses_after_the_call_is_answered_as_unrecorded_not_unrun(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = retrying_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -515,8 +574,8 @@ async def test_a_receipt_the_store_refuses_after_the_call_is_answered_as_unrecor
 
 
 async def test_a_record_the_store_refuses_after_the_receipt_keeps_one_receipt(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = retrying_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -535,8 +594,8 @@ async def test_a_record_the_store_refuses_after_the_receipt_keeps_one_receipt(
 
 
 async def test_settling_writes_an_outcome_this_process_still_holds_instead_of_unknown(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = retrying_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -551,8 +610,8 @@ async def test_settling_writes_an_outcome_this_process_still_holds_instead_of_un
 
 
 async def test_a_token_run_whose_receipt_the_store_refuses_is_unrecorded_then_written(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = retrying_gate(store, clock, upstream)
     outage = Outage(store.receipts, "append")
     request = actions(1)[0]
@@ -572,8 +631,8 @@ async def test_a_token_run_whose_receipt_the_store_refuses_is_unrecorded_then_wr
 
 
 async def test_an_outcome_held_through_a_long_outage_never_overwrites_another_settlement(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = retrying_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
@@ -595,8 +654,8 @@ async def test_an_outcome_held_through_a_long_outage_never_overwrites_another_se
 
 
 async def test_a_settlement_whose_receipt_the_store_lost_is_written_by_the_next_one(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     pending = await left_executing(gate, clock)
     outage = Outage(store.receipts, "append")
@@ -613,7 +672,7 @@ async def test_a_settlement_whose_receipt_the_store_lost_is_written_by_the_next_
     assert await gate.settle_interrupted() == 0 and not upstream.calls
 
 
-async def test_a_backlog_job_that_fails_for_good_is_dropped_and_the_rest_are_written():
+async def test_a_backlog_job_that_fails_for_good_is_dropped_and_the_rest_are_written() -> None:
     backlog = Backlog(delays=(0.0,))
     written: list[str] = []
 
@@ -633,7 +692,9 @@ class Stopped(BaseException):
     """Stands in for the process dying mid-call: nothing after the raise runs."""
 
 
-async def test_a_token_run_interrupted_during_the_call_settles_as_may_have_run(store, clock):
+async def test_a_token_run_interrupted_during_the_call_settles_as_may_have_run(
+    store: MemoryStore, clock: ManualClock
+) -> None:
     async def dies(tool, arguments):
         raise Stopped
 
@@ -672,8 +733,8 @@ async def redeem(codec, gate, args, token, *, user="u1"):
 
 
 async def test_a_token_receipt_carries_the_tools_risk_and_when_the_token_was_issued(
-    store, clock, upstream
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     issued = clock()
     codec, gate, args, token = token_setup(store, clock, upstream)
     clock.advance(30)
@@ -683,7 +744,9 @@ async def test_a_token_receipt_carries_the_tools_risk_and_when_the_token_was_iss
     assert len(upstream.calls) == 1
 
 
-async def test_an_expired_token_refuses_and_runs_nothing(store, clock, upstream):
+async def test_an_expired_token_refuses_and_runs_nothing(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     codec, gate, args, token = token_setup(store, clock, upstream, ttl=60)
     clock.advance(61)
     with pytest.raises(TokenRefused) as refused:
@@ -691,7 +754,9 @@ async def test_an_expired_token_refuses_and_runs_nothing(store, clock, upstream)
     assert refused.value.reason is Reason.EXPIRED and not upstream.calls
 
 
-async def test_another_users_token_refuses_and_runs_nothing(store, clock, upstream):
+async def test_another_users_token_refuses_and_runs_nothing(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     codec, gate, args, token = token_setup(store, clock, upstream)
     with pytest.raises(TokenRefused) as refused:
         await redeem(codec, gate, args, token, user="u2")

@@ -45,7 +45,7 @@ async def _race_one_set(url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-async def test_hundred_confirms_from_two_processes_execute_once_on_sqlite(tmp_path):
+async def test_hundred_confirms_from_two_processes_execute_once_on_sqlite(tmp_path: Path) -> None:
     await _race_one_set(str(tmp_path / "gate.db"), tmp_path)
 
 

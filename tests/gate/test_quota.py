@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from voicegate.canonical import ARGUMENTS_BYTES, MAX_BYTES, canonical_json
 from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError, Refused, Throttled
 from voicegate.gate.core import ActionRequest, Gate
@@ -45,7 +46,7 @@ def note(text: str) -> list[ActionRequest]:
     return [ActionRequest("write_note", {"text": text})]
 
 
-async def test_f4_a_card_with_arguments_over_the_size_cap_is_refused_and_not_stored(
+async def test_a_card_with_arguments_over_the_size_cap_is_refused_and_not_stored(
     store: Store,
 ) -> None:
     gate = gate_over(store, ManualClock(1000.0))
@@ -56,14 +57,26 @@ async def test_f4_a_card_with_arguments_over_the_size_cap_is_refused_and_not_sto
     assert (await gate.propose("ann", note("x" * 900), risk=Risk.LOW, agent="a1")).id
 
 
-async def test_f4_arguments_that_are_not_plain_json_are_a_bad_request(store: Store) -> None:
+async def test_arguments_that_are_not_plain_json_are_a_bad_request(store: Store) -> None:
     gate = gate_over(store, ManualClock(1000.0))
     with pytest.raises(Refused) as caught:
         await gate.propose("ann", [ActionRequest("w", {"n": float("nan")})], risk=Risk.LOW)
     assert caught.value.reason is Reason.BAD_REQUEST
 
 
-async def test_f4_a_user_with_the_cap_of_open_sets_gets_no_more_until_one_closes(
+async def test_an_argument_cap_set_past_the_hashing_bound_still_refuses_what_no_plan_holds(
+    store: Store,
+) -> None:
+    gate = gate_over(store, ManualClock(1000.0), ProposalLimits(argument_bytes=2 * MAX_BYTES))
+    for size in (ARGUMENTS_BYTES + 1, MAX_BYTES - 8):  # the latter once failed the plan's hash
+        text = "x" * (size - len(canonical_json({"text": ""})))
+        with pytest.raises(Refused) as caught:
+            await gate.propose("ann", note(text), risk=Risk.LOW)
+        assert caught.value.reason is Reason.BAD_REQUEST
+    assert await store.pending.list_for_user("ann", open_only=False) == []
+
+
+async def test_a_user_with_the_cap_of_open_sets_gets_no_more_until_one_closes(
     store: Store,
 ) -> None:
     clock = ManualClock(1000.0)
@@ -78,7 +91,7 @@ async def test_f4_a_user_with_the_cap_of_open_sets_gets_no_more_until_one_closes
     assert len(await store.pending.list_for_user("ann")) == 3
 
 
-async def test_f4_sets_past_their_deadline_do_not_count_as_open(store: Store) -> None:
+async def test_sets_past_their_deadline_do_not_count_as_open(store: Store) -> None:
     clock = ManualClock(1000.0)
     gate = gate_over(store, clock, ProposalLimits(open_per_user=2, per_agent=100))
     for i in range(2):
@@ -87,7 +100,7 @@ async def test_f4_sets_past_their_deadline_do_not_count_as_open(store: Store) ->
     assert (await gate.propose("ann", note("new"), risk=Risk.LOW)).user == "ann"
 
 
-async def test_f4_an_agent_token_past_its_proposals_per_minute_is_throttled(
+async def test_an_agent_token_past_its_proposals_per_minute_is_throttled(
     store: Store,
 ) -> None:
     clock = ManualClock(1200.0)
@@ -104,7 +117,7 @@ async def test_f4_an_agent_token_past_its_proposals_per_minute_is_throttled(
     assert (await gate.propose("fresh", note("next minute"), risk=Risk.LOW, agent="a1")).id
 
 
-async def test_f4_refused_proposals_spend_no_budget(store: Store) -> None:
+async def test_refused_proposals_spend_no_budget(store: Store) -> None:
     gate = gate_over(store, ManualClock(1200.0), ProposalLimits(per_agent=2, argument_bytes=64))
     for _ in range(5):
         with pytest.raises(Refused):
@@ -113,19 +126,19 @@ async def test_f4_refused_proposals_spend_no_budget(store: Store) -> None:
         assert (await gate.propose("ann", note(str(i)), risk=Risk.LOW, agent="a1")).id
 
 
-def test_f4_the_agent_name_is_stable_and_does_not_reveal_the_token() -> None:
+def test_the_agent_name_is_stable_and_does_not_reveal_the_token() -> None:
     token = Secret("a-long-bearer-token-value")
     assert agent_id(token) == agent_id(Secret("a-long-bearer-token-value"))
     assert agent_id(token) != agent_id(Secret("another-token"))
     assert "bearer" not in agent_id(token)
 
 
-def test_f4_limits_must_be_positive() -> None:
+def test_limits_must_be_positive() -> None:
     with pytest.raises(ValueError):
         ProposalLimits(open_per_user=0)
 
 
-def test_f4_proposal_limit_flags_override_the_defaults_and_refuse_nonsense() -> None:
+def test_proposal_limit_flags_override_the_defaults_and_refuse_nonsense() -> None:
     limits = proposal_limits_from(["open_per_user=4", "window=30"])
     assert (limits.open_per_user, limits.window, limits.per_agent) == (4, 30.0, 30)
     for bad in (["open_per_user=0"], ["per_agent=x"], ["nonsense=3"], ["window=nan"]):

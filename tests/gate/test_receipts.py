@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import pytest
 
+from voicegate.canonical import ARGUMENTS_BYTES, MAX_BYTES, canonical_json
 from voicegate.gate.receipts import (
     GENESIS,
     ChainHead,
@@ -25,7 +27,16 @@ from voicegate.gate.receipts import (
     verify_chain,
     verify_heads,
 )
-from voicegate.gate.types import Check, Choice, FirstYes, InputKind, Modality, Receipt, Risk
+from voicegate.gate.types import (
+    Check,
+    Choice,
+    FirstYes,
+    InputKind,
+    Modality,
+    PasskeyProof,
+    Receipt,
+    Risk,
+)
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, generate_secret
 
@@ -140,6 +151,24 @@ EDITS: dict[str, Any] = {
     ),
     "choice": Choice(question="Which slot?", options=("9:00", "10:00"), chosen=2),
     "shown_text": 'tool: write_note\n  text = "the whole of it"',
+    "second_yes": FirstYes(
+        evidence_id="ev_2",
+        device_id="dev_3",
+        modality=Modality.TAP,
+        input=InputKind.SWITCH,
+        decided_at=1.7,
+        chosen=2,
+    ),
+    "passkey": PasskeyProof(
+        id="pk_" + "ab" * 12,
+        user_present=True,
+        user_verified=True,
+        backup_eligible=False,
+        backed_up=False,
+        sign_count=3,
+        rp_id="localhost",
+        origin="http://localhost:8800",
+    ),
 }
 
 
@@ -247,6 +276,24 @@ def test_a_chain_signed_before_a_key_rotation_still_verifies() -> None:
     assert receipts[-1].key_id == "r2"
     assert verify_chain(receipts, rotated) == []
     assert {p.kind for p in verify_chain(receipts, old)} == {ProblemKind.BAD_SIGNATURE}
+
+
+def test_the_digest_is_the_sha256_of_the_bodys_canonical_json() -> None:
+    # The form every stored receipt was sealed in: a chain sealed before stays intact.
+    receipt = unsealed("alice", 1, GENESIS)
+    assert digest(receipt) == hashlib.sha256(canonical_json(receipt.body())).hexdigest()
+
+
+def test_a_receipt_whose_parts_add_up_past_canonical_jsons_byte_bound_seals_and_verifies() -> None:
+    # Arguments at their limit, with their card and a result of up to 1 MiB beside them.
+    big = dataclasses.replace(
+        unsealed("alice", 1, GENESIS),
+        arguments={"text": "x" * ARGUMENTS_BYTES},
+        card_text="tool: send_email\n  text = " + "x" * 200,
+        result={"text": "y" * (MAX_BYTES - 20)},
+    )
+    assert len(canonical_json(big.body(), max_bytes=4 * MAX_BYTES)) > MAX_BYTES
+    assert verify_chain([seal(big, KEYS)], KEYS) == []
 
 
 def test_a_receipt_whose_fields_no_longer_hash_counts_as_edited() -> None:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from tests.gate.helpers import Upstream
+from voicegate.clock import ManualClock
 from voicegate.gate import faults
 from voicegate.gate.core import Gate
 from voicegate.gate.types import Risk
 from voicegate.reasons import Kind
+from voicegate.store.memory import MemoryStore
 
 from .helpers import actions, evidence, keys, pair
 
 
-def gate_hearing(store, clock, upstream, steps: list[str]) -> Gate:
+def gate_hearing(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream, steps: list[str]
+) -> Gate:
     return Gate(
         store,
         executor=upstream,
@@ -21,7 +26,9 @@ def gate_hearing(store, clock, upstream, steps: list[str]) -> Gate:
     )
 
 
-async def test_a_release_passes_every_fault_point_in_order(store, clock, upstream):
+async def test_a_release_passes_every_fault_point_in_order(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     steps: list[str] = []
     gate = gate_hearing(store, clock, upstream, steps)
     device = await pair(store)
@@ -32,7 +39,9 @@ async def test_a_release_passes_every_fault_point_in_order(store, clock, upstrea
     assert tuple(steps) == faults.POINTS
 
 
-async def test_a_refused_answer_passes_no_step(store, clock, upstream):
+async def test_a_refused_answer_passes_no_step(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     steps: list[str] = []
     gate = gate_hearing(store, clock, upstream, steps)
     device = await pair(store)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from tests.gate.helpers import Upstream
+from voicegate.clock import ManualClock
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import Risk, Stage
 from voicegate.reasons import Kind, Reason
+from voicegate.store.memory import MemoryStore
 
 from .helpers import evidence, make_gate, pair
 
@@ -18,7 +21,7 @@ LONG = ActionRequest("write_note", {"name": "shopping", "text": HIDDEN})
 SHORT = ActionRequest("write_note", {"name": "shopping", "text": "eggs"})
 
 
-def test_f5_the_full_card_keeps_what_the_short_card_cuts() -> None:
+def test_the_full_card_keeps_what_the_short_card_cuts() -> None:
     short = card.render(LONG.tool, LONG.arguments)
     whole = card.full(LONG.tool, LONG.arguments)
     assert "mallory" not in short and "(+42 chars)" in short
@@ -26,7 +29,9 @@ def test_f5_the_full_card_keeps_what_the_short_card_cuts() -> None:
     assert card.full(SHORT.tool, SHORT.arguments) == card.render(SHORT.tool, SHORT.arguments)
 
 
-async def test_f5_a_yes_to_a_shortened_card_not_shown_in_full_runs_nothing(store, clock, upstream):
+async def test_a_yes_to_a_shortened_card_not_shown_in_full_runs_nothing(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", [LONG], risk=Risk.LOW)
@@ -41,9 +46,9 @@ async def test_f5_a_yes_to_a_shortened_card_not_shown_in_full_runs_nothing(store
     assert (await gate.answer(other)).reason is Reason.NOT_SHOWN_IN_FULL
 
 
-async def test_f5_a_yes_after_the_full_text_was_shown_runs_it_and_the_receipt_has_the_text(
-    store, clock, upstream
-):
+async def test_a_yes_after_the_full_text_was_shown_runs_it_and_the_receipt_has_the_text(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", [LONG], risk=Risk.LOW)
@@ -59,7 +64,9 @@ async def test_f5_a_yes_after_the_full_text_was_shown_runs_it_and_the_receipt_ha
     assert verify_chain(await gate.receipts("u1"), gate.receipt_keys) == []
 
 
-async def test_f5_a_card_that_was_not_shortened_needs_no_expanding(store, clock, upstream):
+async def test_a_card_that_was_not_shortened_needs_no_expanding(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", [LONG, SHORT], risk=Risk.LOW)
@@ -68,9 +75,9 @@ async def test_f5_a_card_that_was_not_shortened_needs_no_expanding(store, clock,
     assert outcome.receipt.shown_text == outcome.receipt.card_text
 
 
-async def test_f5_both_yeses_of_a_high_risk_shortened_card_need_the_full_text(
-    store, clock, upstream
-):
+async def test_both_yeses_of_a_high_risk_shortened_card_need_the_full_text(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream
+) -> None:
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", [LONG], risk=Risk.HIGH)

@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
+from voicegate.canonical import ARGUMENTS_BYTES
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
 from voicegate.mcp.choices import MAX_QUESTION, read_choice
@@ -48,6 +49,11 @@ def test_a_choice_reads_its_question_and_options_in_order() -> None:
         {"question": "Which?", "options": [option("a"), {**option("b"), "risk": "low"}]},
         {"question": "Which?", "options": [option("a"), option("b")], "extra": 1},
         {"question": "Which?", "options": [option("a"), option("\udc00")]},
+        # Past MCP's limit on a name, and past what any plan could hold.
+        {"question": "Which?", "options": [option("a"), {**option("b"), "tool": "t" * 129}]},
+        {"question": "Which?", "options": [option("a"), {**option("b"), "tool": "t" * 2**21}]},
+        # Past the arguments' byte limit, with room to spare for the plan.
+        {"question": "Which?", "options": [option("a"), option("x" * ARGUMENTS_BYTES)]},
     ],
 )
 def test_a_malformed_choice_is_a_bad_request(arguments: dict[str, Any]) -> None:

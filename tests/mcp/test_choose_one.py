@@ -89,6 +89,25 @@ async def test_choose_one_cancelled_runs_none_of_the_options(tmp_path: Path) -> 
         assert "write_note" not in data(await agent.call_tool("stats", {}))["calls"]
 
 
+async def test_choose_one_question_reaches_the_device_escaped_and_flagged(tmp_path: Path) -> None:
+    # The outside probe's question (issue 35): bidi controls, a zero-width space, ESC [2J, CR LF.
+    offer = {**three_notes(), "question": "Which \u202enote\u200b \u2066now\u2069?\x1b[2J\r\nOK"}
+    async with (
+        serve(tmp_path, POLICY) as gate,
+        gate.agent() as agent,
+        httpx.AsyncClient(base_url=gate.base) as http,
+    ):
+        phone = Phone(gate)
+        await phone.pair(http)
+        pending = data(await agent.call_tool("choose_one", offer))
+        (shown,) = (await phone.send(http, "GET", "/device/pending")).json()["sets"]
+        assert shown["id"] == pending["pending_id"]
+        assert shown["preview"] == (
+            "Which \\u202enote\\u200b \\u2066now\\u2069?\\u001b[2J\\u000d\\u000aOK"
+            "  ⚠ hidden characters"
+        )
+
+
 async def test_choose_one_with_a_high_risk_option_asks_for_the_second_yes(
     tmp_path: Path,
 ) -> None:

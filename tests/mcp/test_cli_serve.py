@@ -514,3 +514,24 @@ async def test_connections_to_the_serve_socket_send_without_delay() -> None:
                     break
                 await asyncio.sleep(0.01)
     assert nodelay and nodelay[0] != 0
+
+
+@pytest.mark.parametrize("which", ["missing", "not_executable"])
+async def test_an_upstream_command_that_cannot_start_stops_the_gate_at_start(
+    which: str, tmp_path: Path
+) -> None:
+    """A command that is not there (or cannot be run) will not be there on the first call
+    either: one line and exit 2, not a gate serving with nothing behind it."""
+    command = str(tmp_path / "no-such-upstream")
+    if which == "not_executable":
+        Path(command).write_text("#!/bin/sh\n")
+    flags = ["--upstream-cmd", command, "--no-voice", "--port", "0"]
+    status, out, err = await voicegate(
+        "serve", *flags, "--db", str(tmp_path / "gate.db"), env=cli_env()
+    )
+    assert status == 2, out + err
+    assert "Agent MCP endpoint" not in out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("voicegate: the upstream cannot start: ")
+    said = "its command was not found" if which == "missing" else "its command could not be run"
+    assert said in last and "Traceback" not in err

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.conftest import ROOT, require
 
 @pytest.mark.slow
 @pytest.mark.whisper
-def test_demo_starts_offline_with_no_flags_and_voice_on(tmp_path):
+def test_demo_starts_offline_with_no_flags_and_voice_on(tmp_path: Path) -> None:
     require(shutil.which("unshare") is not None and shutil.which("ip") is not None, "unshare/ip")
     require(os.geteuid() == 0, "root, to make a network namespace")
     env = {**os.environ, "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp_path)}

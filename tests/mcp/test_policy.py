@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from voicegate.errors import ConfigError
-from voicegate.gate.types import Risk
+from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.mcp.policy import (
     OWN_TOOLS,
     Mode,
@@ -13,6 +13,7 @@ from voicegate.mcp.policy import (
     check_collisions,
     parse_modes,
     parse_pairs,
+    parse_steps,
     policy_lines,
     read_reasons,
     reads_line,
@@ -119,6 +120,29 @@ def test_the_start_lines_name_high_risk_tools_unnamed_destructive_claims_and_dea
     ]  # fmt: skip
     # A claim alone never changes a tool's risk: only --high-risk does.
     assert policy.classify("close_account").risk is Risk.LOW
+
+
+def test_the_high_risk_step_is_another_yes_unless_the_last_matching_glob_says_otherwise() -> None:
+    policy = Policy(
+        high_risk=("delete_*", "send_*"),
+        steps=parse_steps(["*=passkey", "delete_note=both", "send_*=yes"]),
+    )
+    assert Policy().step_for("delete_note") is HighRiskStep.YES
+    assert policy.step_for("delete_all") is HighRiskStep.PASSKEY
+    assert policy.step_for("delete_note") is HighRiskStep.BOTH
+    assert policy.step_for("send_money") is HighRiskStep.YES
+    tools = {"delete_note": True, "delete_all": True, "send_money": False}
+    assert policy_lines(policy, tools)[:2] == [
+        (False, "high-risk writes (a second yes): delete_all, delete_note, send_money"),
+        (False, "high-risk writes whose second step needs a passkey: delete_all (passkey), "
+                "delete_note (both)"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", ["passkey", "=passkey", "x=fingerprint"])
+def test_bad_high_risk_step_flags_are_config_errors(bad: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_steps([bad])
 
 
 def test_a_policy_that_matches_every_glob_warns_of_nothing() -> None:

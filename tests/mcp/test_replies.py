@@ -49,3 +49,21 @@ def test_a_write_that_did_not_run_is_told_as_an_upstream_failure(outcome: RunOut
         Reason.UPSTREAM_FAILED.value,
         "rcpt_1",
     )
+
+
+def test_the_link_message_escapes_and_flags_the_agent_s_question() -> None:
+    """The question goes to the user through the agent's client as well: escaped as the device
+    shows it, never raw."""
+    from voicegate.gate.types import Action, PendingSet, Stage
+    from voicegate.mcp.replies import link_message
+
+    actions = tuple(
+        Action("write_note", {"text": t}, "ab" * 32, f"write_note text={t}") for t in "xy"
+    )
+    question = "Pay \u202eevil\u202c\x1b[2J\r\nnow?"
+    pending = PendingSet(
+        "p_1", "u1", actions, Risk.LOW, Stage.CHOOSE, "n", 1.0, 2.0, 1.0, preview=question
+    )
+    said = link_message(pending)
+    assert not any(ch in said for ch in "\u202e\u202c\x1b\r\n")
+    assert "\\u202e" in said and "⚠" in said

@@ -3,9 +3,10 @@
 Each exchange runs twice over the same gated tools, a real notes upstream behind them: through
 the front, and through the SDK's own stdio transport (``mcp.server.stdio``) with no front, the
 reference. The answers must be the same, and only plain reads on a 2026-07-28 connection may be
-answered by the front (its count is ``ReadPass.answered``). A real ``voicegate
-serve --stdio`` process is then driven over its own stdin and stdout, raw and by the SDK's
-client in both eras.
+answered by the front (its count is ``ReadPass.answered``); a line the SDK's reader cannot read
+at all, which it drops unanswered, the front answers with the HTTP front's JSON-RPC error under
+a null id. A real ``voicegate serve --stdio`` process is then driven over its own stdin and
+stdout, raw and by the SDK's client in both eras.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import io
 import json
 import os
 import pty
+import queue
 import shlex
 import signal
 import socket
@@ -31,7 +33,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
-from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 
 from tests.mcp.harness import Running, data, register_device, serve, tap_in_process
 from tests.mcp.test_read_pass import META, NOT_PLAIN_READS, PLAIN_READS, POLICY, call
@@ -72,6 +81,26 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 def encoded(message: Any) -> bytes:
     return json.dumps(message).encode() + b"\n"
+
+
+def sdk_cannot_read(line: bytes) -> bool:
+    """Whether the SDK's own stdio reader fails on ``line``, which it then leaves unanswered."""
+    try:
+        jsonrpc_message_adapter.validate_json(line.decode(errors="replace"), by_name=False)
+    except ValidationError:
+        return True
+    return False
+
+
+# Lines that are no JSON-RPC message, each with the code of the HTTP front's answer to such a
+# body; each holds a read_note call, which must not run.
+NOTE = call("read_note", {"name": "x"}, request_id="n")
+NOT_MESSAGES = [
+    (encoded(call("read_note", {"name": "\ud800"}, request_id="s")), PARSE_ERROR),  # "\ud800"
+    (encoded(NOTE).replace(b'"x"', b'"\xff"'), PARSE_ERROR),  # a raw byte that is not UTF-8
+    (encoded([NOTE, call("read_note", {"name": "y"}, request_id="m")]), INVALID_REQUEST),  # batch
+    (encoded(NOTE)[:-1] + encoded(NOTE | {"id": "m"}), PARSE_ERROR),  # two objects on one line
+]
 
 
 class _TextIn:
@@ -142,11 +171,15 @@ def by_id(answers: list[Any]) -> dict[str, Any]:
 
 
 async def both(running: Running, lines: list[bytes], due: int, **how: Any) -> list[Any]:
-    """The front's answers, checked equal to the SDK's alone; and the count of reads it took."""
+    """The front's answers, checked equal to the SDK's alone but for one error under a null id
+    for each line the SDK cannot read (``due`` counts the SDK's answers)."""
+    unread = sum(sdk_cannot_read(line) for line in lines)
     front = StdioFront(running.assembly.reads)
-    ours = await exchange(front.serve, lines, due, **how)
+    ours = await exchange(front.serve, lines, due + unread, **how)
     theirs = await exchange(sdk_alone(running.assembly.reads.server), lines, due, **how)
-    assert by_id(ours) == by_id(theirs), lines
+    refusals = [a for a in ours if "id" in a and a["id"] is None]
+    assert len(refusals) == unread and all("error" in a for a in refusals), (lines, ours)
+    assert by_id([a for a in ours if a not in refusals]) == by_id(theirs), lines
     return ours
 
 
@@ -184,6 +217,28 @@ async def test_lines_the_sdk_reads_otherwise_are_read_as_it_reads_them(tmp_path:
             await both(running, [encoded(OPENING), line, read], 2)
             lines = [line, encoded(INITIALIZE), encoded(INITIALIZED), read]
             await both(running, lines, 2)
+
+
+async def test_a_line_that_is_no_message_gets_the_http_fronts_error_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    legacy_read: dict[str, Any] = {"jsonrpc": "2.0", "id": "after", "method": "tools/call"}
+    legacy_read["params"] = {"name": "list_notes", "arguments": {}}
+    eras: list[tuple[list[Any], Any]] = [
+        ([OPENING], call("list_notes", {}, request_id="after")),
+        ([INITIALIZE, INITIALIZED], legacy_read),
+    ]
+    async with serve(tmp_path, POLICY) as running:
+        front = StdioFront(running.assembly.reads)
+        for opening, after in eras:
+            for line, code in NOT_MESSAGES:
+                lines = [*(encoded(m) for m in opening), line, encoded(after)]
+                answers = await exchange(front.serve, lines, 3)
+                refused = [a for a in answers if a["id"] is None]
+                assert [a["error"]["code"] for a in refused] == [code], (line, answers)
+                assert "result" in by_id(answers)['"after"'], answers  # and the next line served
+        stats = await exchange(front.serve, [encoded(OPENING), encoded(call("stats", {}))], 2)
+        assert "read_note" not in by_id(stats)["1"]["result"]["structuredContent"]["calls"]
 
 
 async def test_the_first_request_decides_the_era_and_only_a_modern_one_is_read_here(
@@ -423,6 +478,52 @@ def test_a_line_over_the_limit_is_refused_under_its_id_and_the_next_is_served(
         assert b"refused a line from the agent" in err.read()
     assert got["9"]["error"]["code"] == INVALID_REQUEST
     assert got["10"]["result"]["structuredContent"] == {"notes": {}}
+
+
+class _Answers:
+    """The lines a real gate writes on stdout, read on a thread, so that an answer that never
+    comes fails the test after a minute instead of hanging it."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            self._lines.put(line)
+
+    def next(self) -> Any:
+        return json.loads(self._lines.get(timeout=60))
+
+    def close(self) -> None:
+        """After the gate exited: the reader has met the end of the stream, then it closes."""
+        self._reader.join(timeout=60)
+        self._stream.close()
+
+
+def test_a_real_stdio_gate_answers_each_line_that_is_no_message_and_serves_the_next(
+    tmp_path: Path,
+) -> None:
+    proc = _gate(tmp_path)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    answers = _Answers(proc.stdout)
+    proc.stdin.write(encoded(OPENING))
+    proc.stdin.flush()
+    assert answers.next()["id"] == "open"
+    for number, (line, code) in enumerate(NOT_MESSAGES):
+        proc.stdin.write(line + encoded(call("list_notes", {}, request_id=number)))
+        proc.stdin.flush()
+        refused = answers.next()
+        assert refused == {"jsonrpc": "2.0", "id": None, "error": refused["error"]}, line
+        assert refused["error"]["code"] == code, line
+        served = answers.next()
+        assert served["id"] == number and served["result"]["structuredContent"] == {"notes": {}}
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    answers.close()
+    proc.stderr.close()
 
 
 @pytest.mark.parametrize("db", ["rel.db", "memory"])

@@ -8,13 +8,17 @@
 - ``regions``: a ``find(region)`` read whose argument is mirrored in an ``Mcp-Param-Region``
   header at 2026-07-28.
 - ``banner``: ``growing``, after a line of plain text on stdout, as some servers print.
+- ``deep``: a ``nest(levels)`` write whose structured result is nested ``levels`` deep, and a
+  ``calls`` read counting how often it ran.
+- ``long``: ``note`` writes named with 128 characters (MCP's limit on a name) and with 129,
+  and the same ``calls`` read.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.subscriptions import ServerEvent
@@ -23,6 +27,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 READ = ToolAnnotations(read_only_hint=True)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 
 
 class BrokenBus:
@@ -86,6 +91,51 @@ def regions_server() -> MCPServer:
     return server
 
 
+def deep_server() -> MCPServer:
+    """A server with a write whose result is as deep as it is asked to be."""
+    server = MCPServer("deep", log_level="WARNING")
+    ran: list[int] = []
+
+    @server.tool(annotations=WRITE)
+    def nest(levels: int) -> dict[str, Any]:
+        """Answer with an object ``levels`` deep, itself counted."""
+        ran.append(levels)
+        deep: Any = "leaf"
+        for level in range(levels - 1):
+            deep = [deep] if level % 2 else {"x": deep}
+        return {"x": deep}
+
+    @server.tool(annotations=READ)
+    def calls() -> dict[str, Any]:
+        """How often ``nest`` ran."""
+        return {"nest": len(ran)}
+
+    return server
+
+
+def long_server() -> MCPServer:
+    """A server with writes named at MCP's 128-character limit and one past it."""
+    server = MCPServer("long", log_level="ERROR")
+    ran: list[str] = []
+
+    def writer(name: str) -> Callable[[str], str]:
+        def note(text: str) -> str:
+            ran.append(name)
+            return f"noted {len(text)} characters"
+
+        return note
+
+    for name in ("n" * 128, "n" * 129):
+        server.add_tool(writer(name), name=name, description="Keep a note.", annotations=WRITE)
+
+    @server.tool(annotations=READ)
+    def calls() -> dict[str, Any]:
+        """How often each write ran, by the length of its name."""
+        return {str(len(name)): ran.count(name) for name in sorted(set(ran))}
+
+    return server
+
+
 if __name__ == "__main__":
     kinds = {
         "growing": growing_server,
@@ -93,6 +143,8 @@ if __name__ == "__main__":
         "clash": clash_server,
         "regions": regions_server,
         "banner": growing_server,
+        "deep": deep_server,
+        "long": long_server,
     }
     if sys.argv[1] == "banner":
         print("starting the notes server", flush=True)

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,8 +110,10 @@ def start(
     kill_gate: str | None = None,
     rate_limits: Mapping[str, int] | None = None,
     proposal_limits: Mapping[str, int] | None = None,
+    flags: Sequence[str] = (),
 ) -> Served:
-    """Start ``voicegate serve`` over ``db``; returns at once (see ``ready``)."""
+    """Start ``voicegate serve`` over ``db``; returns at once (see ``ready``). ``flags`` are
+    added to its command line (``--hearing URL``, say)."""
     port = free_port()
     upstream_env = {EXECUTIONS_ENV: str(executions), "PYTHONPATH": str(ROOT)}
     if kill_gate is not None:
@@ -140,6 +142,7 @@ def start(
             for k, v in (proposal_limits or {}).items()
             for arg in ("--proposal-limit", f"{k}={v}")
         ),
+        *flags,
     ]
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     env.update(
@@ -215,12 +218,14 @@ class Phone:
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.device_id = ""
 
-    async def pair(self, db: str, http: httpx.AsyncClient, keys: str) -> None:
+    async def pair(
+        self, db: str, http: httpx.AsyncClient, keys: str, kind: DeviceKind = DeviceKind.TAP
+    ) -> None:
         """Pair through ``POST /device/pair`` with a code written into ``db`` by the operator,
         hashed under the replicas' signing ``keys`` as ``voicegate pair`` hashes it."""
         store = await open_store(db)
         try:
-            code = await start_pairing(store, USER, DeviceKind.TAP, keys=KeyRing(keys))
+            code = await start_pairing(store, USER, kind, keys=KeyRing(keys))
         finally:
             await store.close()
         pem = (
@@ -247,6 +252,18 @@ class Phone:
         response = await self.signed("GET", "/device/pending").send(http)
         assert response.status_code == 200, response.text
         return {s["id"]: s["nonce"] for s in response.json()["sets"]}
+
+    def speak(self, pending_id: str, nonce: str, audio: bytes, content_type: str) -> Signed:
+        """A signed voice answer to one set: the recording as the body, as the page sends it."""
+        headers = {
+            "Content-Type": content_type,
+            signing.PENDING_HEADER: pending_id,
+            signing.NONCE_HEADER: nonce,
+        }
+        signed = signing.sign(
+            self.key, self.device_id, "POST", "/device/voice", audio, time.time(), headers
+        )
+        return Signed("POST", "/device/voice", audio, signed)
 
     def tap(self, pending_id: str, nonce: str) -> Signed:
         """A signed confirm tap on one set."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
+import numpy as np
 from fastapi import FastAPI
 
 from tests.device.kit import SigningDevice, paired_device
@@ -55,6 +56,10 @@ class Deaf:
     def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
         self.calls.extend(utterances)
         return [Hearing("", "en", 0.99, -3.0, refusal=Reason.NO_SPEECH) for _ in utterances]
+
+    def frames(self, samples: Any) -> Any:
+        """No features: it heard no speech to match."""
+        return np.zeros((0, 0), dtype=np.float32)
 
 
 @dataclass
@@ -128,14 +133,15 @@ class World:
 
 @asynccontextmanager
 async def world(
-    *, modes: str = "", voice: bool = True, recogniser: Deaf | None = None
+    *, modes: str = "", voice: bool = True, recogniser: Deaf | None = None, **config_fields: Any
 ) -> AsyncIterator[World]:
-    """The app with its lifespan running, and a voice device of user ``owner`` paired."""
+    """The app with its lifespan running, and a voice device of user ``owner`` paired;
+    ``config_fields`` change the ``ServerConfig``."""
     clock = ManualClock()
     store = await open_store("memory")
     recogniser = recogniser or Deaf()
     pipeline = VoicePipeline(recogniser, ReplayGuard(store.fingerprints, clock=clock))
-    config = ServerConfig(token=Secret(TOKEN), keys=KeyRing.generate())
+    config = ServerConfig(token=Secret(TOKEN), keys=KeyRing.generate(), **config_fields)
     app = build_app(
         config,
         upstream=UpstreamSpec.in_process(build_notes_server()),

@@ -19,7 +19,7 @@ from voicegate.reasons import Reason
 HALF_SENT = 20
 
 
-async def test_f1_half_sent_uploads_do_not_block_signed_answers() -> None:
+async def test_half_sent_uploads_do_not_block_signed_answers() -> None:
     async with served() as probe:
         stalled = [await probe.half_upload() for _ in range(HALF_SENT)]
         await probe.requests_in_flight(HALF_SENT)
@@ -45,7 +45,7 @@ async def test_f1_half_sent_uploads_do_not_block_signed_answers() -> None:
         assert [await reader.read() for reader, _ in stalled] == [b""] * HALF_SENT
 
 
-async def test_f1_a_stalled_upload_is_answered_too_slow_at_the_body_deadline() -> None:
+async def test_a_stalled_upload_is_answered_too_slow_at_the_body_deadline() -> None:
     async with served(body_timeout=0.5) as probe:
         reader, _ = await probe.half_upload()
         async with asyncio.timeout(PATIENCE):
@@ -63,7 +63,7 @@ async def test_f1_a_stalled_upload_is_answered_too_slow_at_the_body_deadline() -
         assert depth == 0.0
 
 
-async def test_f1_a_client_that_hangs_up_mid_upload_leaves_no_traceback(
+async def test_a_client_that_hangs_up_mid_upload_leaves_no_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.ERROR)

@@ -46,7 +46,7 @@ async def owner_pairs(probe: Probe) -> int:
         return (await SigningDevice(http, probe.clock).pair(code)).status_code
 
 
-async def test_f2_the_sixth_wrong_code_from_one_address_is_refused_whatever_it_forwards() -> None:
+async def test_the_sixth_wrong_code_from_one_address_is_refused_whatever_it_forwards() -> None:
     async with served() as probe:
         reasons = [await wrong_code(probe, f"198.51.100.{i}") for i in range(1, 31)]
         assert reasons[:ADDRESS_LIMIT] == [Reason.BAD_PAIRING_CODE] * ADDRESS_LIMIT
@@ -55,7 +55,7 @@ async def test_f2_the_sixth_wrong_code_from_one_address_is_refused_whatever_it_f
         assert await owner_pairs(probe) == 200
 
 
-async def test_f2_a_named_proxy_is_trusted_to_say_who_the_client_is() -> None:
+async def test_a_named_proxy_is_trusted_to_say_who_the_client_is() -> None:
     async with served(trusted_proxies=("127.0.0.1",)) as probe:
         # Behind the proxy, six clients on six addresses each have a budget of their own.
         reasons = [await wrong_code(probe, f"198.51.100.{i}") for i in range(1, 7)]
@@ -66,7 +66,7 @@ async def test_f2_a_named_proxy_is_trusted_to_say_who_the_client_is() -> None:
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8800", "192.0.2.1", ""])
-async def test_f2_a_foreign_host_reaches_no_route(host: str) -> None:
+async def test_a_foreign_host_reaches_no_route(host: str) -> None:
     async with served() as probe:
         for path in ("/device/pending", "/approve", "/healthz"):
             response = await probe.http.get(path, headers={"Host": host})
@@ -75,7 +75,7 @@ async def test_f2_a_foreign_host_reaches_no_route(host: str) -> None:
         assert (await probe.http.get("/approve", headers={"Host": "localhost"})).status_code == 200
 
 
-async def test_f2_the_public_urls_host_is_allowed() -> None:
+async def test_the_public_urls_host_is_allowed() -> None:
     async with served(public_url="https://gate.example/") as probe:
         allowed = await probe.http.get("/approve", headers={"Host": "gate.example"})
         assert allowed.status_code == 200
@@ -83,7 +83,7 @@ async def test_f2_the_public_urls_host_is_allowed() -> None:
         assert refused.status_code == 400
 
 
-def test_f2_trusted_hosts_are_localhost_and_the_host_clients_are_told_to_use() -> None:
+def test_trusted_hosts_are_localhost_and_the_host_clients_are_told_to_use() -> None:
     assert ServerConfig().trusted_hosts() == ["localhost", "127.0.0.1", "::1"]
     public = ServerConfig(host="0.0.0.0", public_url="https://gate.example:8443")
     assert public.trusted_hosts() == ["localhost", "127.0.0.1", "::1", "gate.example"]
@@ -93,12 +93,12 @@ def test_f2_trusted_hosts_are_localhost_and_the_host_clients_are_told_to_use() -
 
 
 @pytest.mark.parametrize("value", ["*", "0.0.0.0/0", "::/0", "proxy.example", ""])
-def test_f2_trusted_proxy_refuses_wildcards_and_names(value: str) -> None:
+def test_trusted_proxy_refuses_wildcards_and_names(value: str) -> None:
     with pytest.raises(ConfigError):
         trusted_proxies_from([value])
 
 
-def test_f2_trusted_proxies_are_addresses_or_networks() -> None:
+def test_trusted_proxies_are_addresses_or_networks() -> None:
     assert trusted_proxies_from(None) == ()
     assert trusted_proxies_from(["10.0.0.1", "10.1.0.0/16", "fd00::1"]) == (
         "10.0.0.1",
@@ -107,7 +107,7 @@ def test_f2_trusted_proxies_are_addresses_or_networks() -> None:
     )
 
 
-def test_f2_serve_flags_name_the_trusted_proxies_and_the_body_deadline() -> None:
+def test_serve_flags_name_the_trusted_proxies_and_the_body_deadline() -> None:
     assert serve_args().trusted_proxies == ()
     assert serve_args().body_timeout == BODY_TIMEOUT
     config = serve_args(
@@ -118,6 +118,6 @@ def test_f2_serve_flags_name_the_trusted_proxies_and_the_body_deadline() -> None
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "301"])
-def test_f1_a_body_deadline_outside_its_bounds_is_refused(value: str) -> None:
+def test_a_body_deadline_outside_its_bounds_is_refused(value: str) -> None:
     with pytest.raises(ConfigError):
         serve_args("--body-timeout", value)

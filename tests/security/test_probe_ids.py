@@ -20,7 +20,7 @@ from voicegate.text import storable
 
 UNSTORABLE = [rb'"\udc00"', rb'"a\u0000b"', rb'"ps_\udfff"', rb'"\ud800x"']
 # Over HTTP the MCP SDK's own JSON parser refuses a lone surrogate (a JSON-RPC parse error);
-# the gate's tools see one from any other transport (``test_f3_..._in_process``).
+# the gate's tools see one from any other transport (``test_..._in_process``).
 PARSE_ERROR = "parse_error"
 # Not ids of any set, but ids a store can look up: they are simply unknown.
 UNKNOWN = [rb'"ps_nothing"', b'"' + b"x" * 10_000 + b'"', rb'"\u202e\u0007"']
@@ -62,7 +62,7 @@ async def agent_asks(probe: Probe, tool: str, raw_id: bytes) -> str:
 
 
 @pytest.mark.parametrize("tool", ["pending_status", "withdraw"])
-async def test_f3_undecodable_ids_from_the_agent_are_bad_requests_not_outages(
+async def test_undecodable_ids_from_the_agent_are_bad_requests_not_outages(
     probe: Probe, tool: str
 ) -> None:
     for raw in UNSTORABLE:
@@ -76,7 +76,7 @@ async def test_f3_undecodable_ids_from_the_agent_are_bad_requests_not_outages(
 
 
 @pytest.mark.parametrize("tool", ["pending_status", "withdraw"])
-async def test_f3_undecodable_ids_reaching_the_agents_tools_in_process_are_bad_requests(
+async def test_undecodable_ids_reaching_the_agents_tools_in_process_are_bad_requests(
     probe: Probe, tool: str
 ) -> None:
     for value in ["\udc00", "\ud800x", "a\x00b"]:
@@ -87,7 +87,7 @@ async def test_f3_undecodable_ids_reaching_the_agents_tools_in_process_are_bad_r
     assert probe.refusals(Reason.LEDGER_UNAVAILABLE) == 0.0
 
 
-async def test_f3_undecodable_ids_from_a_device_are_bad_requests_not_outages(
+async def test_undecodable_ids_from_a_device_are_bad_requests_not_outages(
     probe: Probe,
 ) -> None:
     pending = await probe.propose()
@@ -109,6 +109,6 @@ async def test_f3_undecodable_ids_from_a_device_are_bad_requests_not_outages(
     assert (await probe.services.gate.status(pending.id)).status.value == "waiting"
 
 
-def test_f3_storable_text_has_a_utf8_form_and_no_nul() -> None:
+def test_storable_text_has_a_utf8_form_and_no_nul() -> None:
     assert storable("ps_abc") and storable("नमस्ते") and storable("\u202e")
     assert not storable("\udc00") and not storable("a\x00b")

@@ -43,7 +43,7 @@ def terminal_safe(text: str) -> bool:
     return all(ch in " \n" or ch.isprintable() for ch in text)
 
 
-async def test_f7_pairing_refuses_a_name_with_escapes_and_keeps_the_code() -> None:
+async def test_pairing_refuses_a_name_with_escapes_and_keeps_the_code() -> None:
     async with served() as probe:
         keys = probe.services.gate.receipt_keys
         code = await start_pairing(
@@ -61,18 +61,18 @@ async def test_f7_pairing_refuses_a_name_with_escapes_and_keeps_the_code() -> No
 
 
 @pytest.mark.parametrize("name", HOSTILE)
-def test_f7_a_name_with_a_control_or_bidi_character_is_refused(name: str) -> None:
+def test_a_name_with_a_control_or_bidi_character_is_refused(name: str) -> None:
     with pytest.raises(DeviceRefused) as refused:
         device_name(name)
     assert refused.value.reason is Reason.BAD_REQUEST
 
 
 @pytest.mark.parametrize("name", FRIENDLY)
-def test_f7_ordinary_names_in_any_script_are_kept(name: str) -> None:
+def test_ordinary_names_in_any_script_are_kept(name: str) -> None:
     assert device_name(f"  {name}\t") == name
 
 
-def test_f7_devices_list_escapes_a_name_stored_before_the_check(
+def test_devices_list_escapes_a_name_stored_before_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv(KEYS_ENV, raising=False)
@@ -92,7 +92,7 @@ def test_f7_devices_list_escapes_a_name_stored_before_the_check(
     assert "ow\\u202ener" in out
 
 
-def test_f7_receipts_json_escapes_what_json_leaves_raw(capsys: pytest.CaptureFixture[str]) -> None:
+def test_receipts_json_escapes_what_json_leaves_raw(capsys: pytest.CaptureFixture[str]) -> None:
     value = {"tool": "del\u007f\u009b2J\u202e", "transcript": "हाँ\nyes"}
     receipts_cli.dump(value)
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ from voicegate.reasons import Reason
 POLICY = Policy(reads=("list_notes", "stats"))
 
 
-async def test_f4_a_proposal_flood_leaves_at_most_the_open_cap_on_the_device(
+async def test_a_proposal_flood_leaves_at_most_the_open_cap_on_the_device(
     tmp_path: Path,
 ) -> None:
     async with serve(tmp_path, POLICY) as gate, gate.agent() as agent:
@@ -29,7 +29,7 @@ async def test_f4_a_proposal_flood_leaves_at_most_the_open_cap_on_the_device(
         assert len(waiting) == DEFAULT.open_per_user
 
 
-async def test_f4_a_card_with_huge_arguments_is_refused_and_not_stored(tmp_path: Path) -> None:
+async def test_a_card_with_huge_arguments_is_refused_and_not_stored(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as gate, gate.agent() as agent:
         big = {"name": "n", "text": "x" * (DEFAULT.argument_bytes + 1)}
         answer = await agent.call_tool("write_note", big)

@@ -26,7 +26,8 @@ from tests.security.kit import Eager
 from voicegate.clock import ManualClock
 from voicegate.device.openapi import AUDIO_TYPES
 from voicegate.device.pairing import start_pairing
-from voicegate.device.routes import NONCE_HEADER, PENDING_HEADER, device_router
+from voicegate.device.routes import device_router
+from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.limits import RateLimits

@@ -23,7 +23,9 @@ from voicegate.gate.types import (
     Device,
     DeviceKind,
     PairingCode,
+    Passkey,
     PendingSet,
+    PushSubscription,
     Receipt,
     Risk,
     Stage,
@@ -226,7 +228,7 @@ async def test_sets_list_by_status(store: Store) -> None:
     assert await store.pending.list_by_status(Status.UNKNOWN) == []
 
 
-async def test_f4_pruning_deletes_old_sets_and_their_cards_but_keeps_executing_ones(
+async def test_pruning_deletes_old_sets_and_their_cards_but_keeps_executing_ones(
     store: Store,
 ) -> None:
     await store.pending.create(pending("done", created_at=10.0, status=Status.CONFIRMED))
@@ -431,6 +433,34 @@ async def test_deleting_a_users_templates_forgets_them_all_and_the_flag(store: S
     assert len(await store.templates.list("bob")) == 1
 
 
+def subscription(
+    device_id: str, user: str = "ann", endpoint: str = "https://push.example/1"
+) -> PushSubscription:
+    return PushSubscription(device_id, user, endpoint, "p256dh-key", "auth-secret", 1.0)
+
+
+async def test_a_device_keeps_one_push_subscription_the_newest(store: Store) -> None:
+    await store.push.put(subscription("d1"))
+    await store.push.put(subscription("d2", user="bob"))
+    newer = dataclasses.replace(
+        subscription("d1"), endpoint="https://push.example/2", created_at=2.0
+    )
+    await store.push.put(newer)
+    assert await store.push.list("ann") == [newer]
+    assert [s.device_id for s in await store.push.list("bob")] == ["d2"]
+
+
+async def test_a_push_subscription_is_removed_only_while_its_endpoint_is_the_one_named(
+    store: Store,
+) -> None:
+    await store.push.put(subscription("d1"))
+    assert not await store.push.remove("d1", "https://push.example/other")
+    assert await store.push.list("ann") != []
+    assert await store.push.remove("d1", "https://push.example/1")
+    assert not await store.push.remove("d1")
+    assert await store.push.list("ann") == []
+
+
 async def test_the_hard_for_recognisers_flag_is_per_user_and_can_be_cleared(store: Store) -> None:
     assert await store.templates.hard("ann") is False
     await store.templates.set_hard("ann", True)
@@ -447,6 +477,76 @@ async def test_revoking_a_device_keeps_the_users_templates(store: Store) -> None
     assert await store.devices.revoke("d1", 42.0) is True
     assert [t.id for t in await store.templates.list("ann")] == ["t1"]
     assert await store.templates.hard("ann") is True
+
+
+# passkeys
+
+
+def passkey(passkey_id: str, user: str = "ann", at: float = 10.0, count: int = 0) -> Passkey:
+    return Passkey(
+        passkey_id, user, passkey_id.encode() + b"\x00\xff", b"\xa5\x01\x02", count, at, "d1"
+    )
+
+
+async def test_passkeys_list_as_stored_per_user_oldest_first(store: Store) -> None:
+    await store.passkeys.add(passkey("pk_2", at=20.0, count=7))
+    await store.passkeys.add(dataclasses.replace(passkey("pk_1"), name="phone"))
+    await store.passkeys.add(passkey("pk_b", user="bob"))
+    assert await store.passkeys.list("ann") == [
+        dataclasses.replace(passkey("pk_1"), name="phone"),
+        passkey("pk_2", at=20.0, count=7),
+    ]
+    assert [p.id for p in await store.passkeys.list()] == ["pk_1", "pk_b", "pk_2"]
+    assert await store.passkeys.get("pk_b") == passkey("pk_b", user="bob")
+    assert await store.passkeys.get("pk_none") is None
+
+
+async def test_a_passkey_id_is_stored_once(store: Store) -> None:
+    await store.passkeys.add(passkey("pk_1"))
+    with pytest.raises(ValueError):
+        await store.passkeys.add(passkey("pk_1", user="bob"))
+    assert await store.passkeys.list("bob") == []
+
+
+async def test_removing_a_passkey_of_another_user_removes_nothing(store: Store) -> None:
+    await store.passkeys.add(passkey("pk_1"))
+    assert await store.passkeys.remove("pk_1", user="bob") is False
+    assert await store.passkeys.remove("pk_1", user="ann") is True
+    assert await store.passkeys.remove("pk_1") is False
+    await store.passkeys.add(passkey("pk_2"))
+    assert await store.passkeys.remove("pk_2") is True
+    assert await store.passkeys.list("ann") == []
+
+
+async def test_a_passkey_counter_only_moves_forward(store: Store) -> None:
+    await store.passkeys.add(passkey("pk_1", count=3))
+    assert await store.passkeys.use("pk_1", 3, at=50.0) is False
+    assert await store.passkeys.use("pk_1", 2, at=50.0) is False
+    assert await store.passkeys.use("pk_1", 4, at=51.0) is True
+    found = await store.passkeys.get("pk_1")
+    assert found is not None and (found.sign_count, found.last_used_at) == (4, 51.0)
+    assert await store.passkeys.use("pk_none", 9, at=52.0) is False
+
+
+async def test_a_passkey_that_keeps_no_counter_is_used_at_zero_again(store: Store) -> None:
+    await store.passkeys.add(passkey("pk_1"))
+    assert await store.passkeys.use("pk_1", 0, at=50.0) is True
+    assert await store.passkeys.use("pk_1", 0, at=51.0) is True
+    assert await store.passkeys.use("pk_1", 1, at=52.0) is True
+    assert await store.passkeys.use("pk_1", 0, at=53.0) is False
+
+
+async def test_of_racing_uses_with_one_count_exactly_one_moves_the_counter(store: Store) -> None:
+    await store.passkeys.add(passkey("pk_1", count=1))
+    won = await asyncio.gather(*(store.passkeys.use("pk_1", 2, at=60.0) for _ in range(8)))
+    assert sorted(won) == [False] * 7 + [True]
+
+
+async def test_revoking_a_device_keeps_the_users_passkeys(store: Store) -> None:
+    await store.devices.add(device("d1"))
+    await store.passkeys.add(passkey("pk_1"))
+    assert await store.devices.revoke("d1", 42.0) is True
+    assert [p.id for p in await store.passkeys.list("ann")] == ["pk_1"]
 
 
 # receipts

@@ -22,7 +22,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
 
 
 @pytest.mark.parametrize("value", UNSTORABLE)
-async def test_f3_an_unstorable_id_is_a_value_error_or_absent_never_an_outage(
+async def test_an_unstorable_id_is_a_value_error_or_absent_never_an_outage(
     store: Store, value: str
 ) -> None:
     lookups = [
@@ -43,7 +43,7 @@ async def test_f3_an_unstorable_id_is_a_value_error_or_absent_never_an_outage(
     assert await store.pending.get("p1") is not None
 
 
-async def test_f3_an_unstorable_set_is_never_half_written(store: Store) -> None:
+async def test_an_unstorable_set_is_never_half_written(store: Store) -> None:
     try:
         await store.pending.create(pending("p2", user="\udc00"))
     except ValueError:

@@ -14,7 +14,7 @@ import pytest
 from scipy.signal import resample_poly
 
 from tests.voice.test_fingerprint import sox, take
-from voicegate.voice import rescaled
+from voicegate.voice import fingerprint, rescaled
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.fingerprint import Library, features, load
 
@@ -25,7 +25,7 @@ def sox_take(fsdd: Path, name: str, effect: str, amount: str) -> Clip:
 
 
 @pytest.mark.corpus
-def test_f6_a_copy_half_a_sample_off_keeps_its_near_exact_windows(fsdd: Path) -> None:
+def test_a_copy_half_a_sample_off_keeps_its_near_exact_windows(fsdd: Path) -> None:
     wave = load(features(take(fsdd, "9_nicolas_5"))).wave
     # Read at twice the rate and every other sample from the second: the same recording,
     # half a 4 kHz sample later, as a replay lands by chance.
@@ -47,9 +47,19 @@ SCORED_LOW = [
 ]
 
 
+# Replays 15 % slower that scored under both thresholds against their original once the scale
+# search reached them (issue 35; mean / share with the search widened, before the two fixes
+# below): the upload's band-pass phase, read at scaled frequencies, kept every window off
+# (``rescaled._unphase``); the scale search's band, unmoved, was 18 % off (``CENTRES``).
+SCALED_FAR = [
+    ("2_nicolas_5", "speed", "0.85"),  # 0.939 / 0.445; 0.943 / 0.432 at its exact scale
+    ("3_yweweler_40", "speed", "0.85"),  # 0.367 / 0.000: the scale search lost its scale
+]
+
+
 @pytest.mark.corpus
-@pytest.mark.parametrize(("name", "effect", "amount"), SCORED_LOW)
-def test_f6_a_replay_scores_as_a_reuse_against_its_original(
+@pytest.mark.parametrize(("name", "effect", "amount"), SCORED_LOW + SCALED_FAR)
+def test_a_replay_scores_as_a_reuse_against_its_original(
     fsdd: Path, name: str, effect: str, amount: str
 ) -> None:
     original = rescaled.prepare(load(features(take(fsdd, name))).wave)
@@ -78,10 +88,14 @@ RANKED_LOW = [
 
 @pytest.mark.corpus
 @pytest.mark.parametrize(("name", "effect", "amount"), RANKED_LOW)
-def test_f6_a_replay_is_found_among_500_takes_of_its_speaker(
+def test_a_replay_is_found_among_500_takes_of_its_speaker(
     fsdd: Path, yweweler: Library, name: str, effect: str, amount: str
 ) -> None:
     replay = load(features(sox_take(fsdd, name, effect, amount)))
     assert yweweler.match(replay, rate_threshold=None) is None  # the exact stage misses it
     found = yweweler.match(replay)
     assert found is not None and found[0] == name and found[2] == "rate"
+
+
+def test_the_rate_stage_undoes_the_band_pass_the_fingerprint_applied() -> None:
+    assert np.array_equal(rescaled.STORED_BAND, fingerprint._BAND)

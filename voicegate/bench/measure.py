@@ -15,6 +15,7 @@ from typing import Any
 
 PG_DSN_ENV = "VOICEGATE_TEST_PG_DSN"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_NATS = "nats://127.0.0.1:4222"
 # The model ``voicegate decide`` and the English-only server use.
 DEFAULT_MODEL = "tiny.en"
 
@@ -29,6 +30,8 @@ class Options:
     # The encoder window for p1 and p2; None: the one the model is calibrated at.
     window: str | None = None
     pg_dsn: str = DEFAULT_PG_DSN
+    # The NATS with JetStream the hearing benchmark's workers take utterances from.
+    nats: str = DEFAULT_NATS
     work: Path = Path("bench-out")
     cache: Path = Path.home() / ".cache" / "voicegate" / "bench"
 

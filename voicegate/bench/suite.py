@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "p4": "replay check time against 100, 1,000 and 10,000 stored clips",
     "p5": "racing confirms from 2 processes on PostgreSQL, 1 on SQLite",
     "p6": "time 30 enrolled templates add to one voice decision",
+    "hearing": "a voice decision heard on NATS workers vs in process, and decisions per second",
 }
 
 

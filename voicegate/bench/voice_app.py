@@ -128,6 +128,7 @@ class TimedStore:
         self.fingerprints = inner.fingerprints
         # Templates are read inside the "templates" step of the voice decision.
         self.templates = inner.templates
+        self.push = inner.push
         self.durable = inner.durable
 
     async def close(self) -> None:

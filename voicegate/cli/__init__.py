@@ -1,8 +1,8 @@
 """The ``voicegate`` command line: one module per command group, each imported only to run.
 
-``serve`` (serve, demo), ``devices`` (pair, devices, answers), ``receipts``, ``voice`` (models,
-decide), ``eval`` and ``bench``. Each holds its commands' arguments and the glue that calls
-into the domain code; no domain module imports this package.
+``serve`` (serve, demo), ``devices`` (pair, devices, answers, cards, passkeys), ``receipts``,
+``voice`` (models, decide), ``worker``, ``eval`` and ``bench``. Each holds its commands'
+arguments and the glue that calls into the domain code; no domain module imports this package.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 # The first line of ``voicegate --help``: what voicegate is, for someone who just installed it.
 DESCRIPTION = (
@@ -31,6 +32,9 @@ HELP: dict[str, str] = {
     "bench": "Run the benchmarks",
     "devices": "List or revoke paired devices",
     "answers": "List or delete a user's taught answers (enrolment templates)",
+    "cards": "List the cards waiting for an answer, or withdraw one",
+    "worker": "Hear voice answers for gates over NATS JetStream (serve --hearing)",
+    "passkeys": "List or remove a user's passkeys",
 }
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
@@ -49,13 +53,17 @@ def command(name: str) -> tuple[AddArguments, Run]:
         if name == "serve":
             return serve.add_serve_arguments, serve.run_serve
         return serve.add_demo_arguments, serve.run_demo
-    if name in ("pair", "devices", "answers"):
+    if name in ("pair", "devices", "answers", "cards", "passkeys"):
         from voicegate.cli import devices
 
         if name == "pair":
             return devices.add_pair_arguments, devices.run_pair
         if name == "devices":
             return devices.add_devices_arguments, devices.run_devices
+        if name == "cards":
+            return devices.add_cards_arguments, devices.run_cards
+        if name == "passkeys":
+            return devices.add_passkeys_arguments, devices.run_passkeys
         return devices.add_answers_arguments, devices.run_answers
     if name in ("models", "decide"):
         from voicegate.cli import voice
@@ -71,6 +79,10 @@ def command(name: str) -> tuple[AddArguments, Run]:
         from voicegate.cli import eval as evaluation
 
         return evaluation.add_arguments, evaluation.run
+    if name == "worker":
+        from voicegate.cli import worker
+
+        return worker.add_arguments, worker.run
     if name == "bench":
         from voicegate.cli import bench
 
@@ -78,12 +90,34 @@ def command(name: str) -> tuple[AddArguments, Run]:
     raise KeyError(name)
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: words a command does not take are that command's usage error,
+    said with its usage (``voicegate demo: error: ...``), not the top level's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = self.commands.get(getattr(parsed, "command", "") or "", self)
+            where.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
 def build_parser(name: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser, with the arguments of command ``name`` alone added."""
-    parser = argparse.ArgumentParser(prog="voicegate", description=DESCRIPTION)
+    from voicegate import __version__
+
+    parser = _Parser(prog="voicegate", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"voicegate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for each, help_text in sorted(HELP.items()):
         p = sub.add_parser(each, help=help_text, description=help_text)
+        parser.commands[each] = p
         if each == name:
             add_arguments, _ = command(each)
             add_arguments(p)

@@ -11,6 +11,7 @@ import os
 
 # The store a command opens when neither --db nor $VOICEGATE_DB names one.
 DEFAULT_DB = "voicegate.db"
+DB_ENV = "VOICEGATE_DB"
 # TCP ports are 16-bit; 0 asks the system for any free one.
 MAX_PORT = 65535
 
@@ -39,7 +40,7 @@ def add_db(parser: argparse.ArgumentParser) -> None:
     """``--db``: the store a command opens (the one ``voicegate serve`` writes)."""
     parser.add_argument(
         "--db",
-        default=os.environ.get("VOICEGATE_DB", DEFAULT_DB),
+        default=os.environ.get(DB_ENV, DEFAULT_DB),
         help="the store: a SQLite file (PATH, sqlite:///ABSOLUTE/PATH or sqlite:RELATIVE/PATH), "
         "or postgresql://... (default: $VOICEGATE_DB or voicegate.db)",
     )

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 
 from voicegate.bench import suite
-from voicegate.bench.measure import DEFAULT_MODEL, DEFAULT_PG_DSN, PG_DSN_ENV, Options
+from voicegate.bench.measure import (
+    DEFAULT_MODEL,
+    DEFAULT_NATS,
+    DEFAULT_PG_DSN,
+    PG_DSN_ENV,
+    Options,
+)
 from voicegate.bench.suite import BENCHMARKS
 
 
@@ -39,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pg", default=None, help=f"PostgreSQL DSN (default: ${PG_DSN_ENV} or {DEFAULT_PG_DSN})"
     )
     parser.add_argument(
+        "--nats",
+        default=DEFAULT_NATS,
+        help=f"NATS for the hearing benchmark (default {DEFAULT_NATS})",
+    )
+    parser.add_argument(
         "--work", type=Path, default=Path("bench-out"), help="scratch folder (default bench-out)"
     )
 
@@ -58,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         window=args.window,
         pg_dsn=args.pg or os.environ.get(PG_DSN_ENV, DEFAULT_PG_DSN),
+        nats=args.nats,
         work=args.work,
     )
     passed = suite.run(names, options, command=_command(args), json_path=args.json)
@@ -70,5 +82,6 @@ def _command(args: argparse.Namespace) -> str:
     words += ["--quick"] if args.quick else []
     words += ["--device", args.device] if args.device != "cpu" else []
     words += ["--model", args.model] if args.model != DEFAULT_MODEL else []
+    words += ["--nats", args.nats] if args.nats != DEFAULT_NATS else []
     words += ["--json", str(args.json)] if args.json else []
     return shlex.join(words)

@@ -1,8 +1,12 @@
-"""``voicegate pair``, ``voicegate devices list|revoke`` and ``voicegate answers list|delete``.
+"""``voicegate pair``, ``voicegate devices list|revoke``, ``voicegate answers list|delete``,
+``voicegate passkeys list|remove`` and ``voicegate cards list|withdraw``.
 
-The operator's side of pairing, and of a user's taught answers. Templates belong to the user,
-not to a device, so revoking a device keeps them and only ``answers delete`` (or the user, from
-their device) deletes them.
+The operator's side of pairing, of a user's taught answers and passkeys, and of the cards
+waiting for an answer. Templates and passkeys belong to the user, not to a device, so revoking a
+device keeps them; only ``answers delete`` and ``passkeys remove`` (or the user, from their
+device) delete them. A card outlives the agent
+connection that proposed it (its agent may ask ``pending_status`` from a new session) until its
+deadline; ``cards withdraw`` takes one back sooner.
 """
 
 from __future__ import annotations
@@ -10,16 +14,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
-from voicegate.cli.arguments import add_db, user_name
+from voicegate.cli.arguments import DB_ENV, DEFAULT_DB, add_db, user_name
 from voicegate.clock import iso_utc
 from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
+from voicegate.reasons import Reason
 from voicegate.settings import DEFAULT_PORT, KEYS_ENV, keys_for
 from voicegate.store.base import Store
 from voicegate.text import printable
@@ -78,7 +85,14 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
         help="the server's address, with or without /approve, as its banner prints it "
         f"(default http://127.0.0.1:{DEFAULT_PORT})",
     )
-    add_db(parser)
+    # Not ``add_db``: a store named here may be made new, one taken by default may not.
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="the server's store, as its banner's pair command names it: a SQLite file (made "
+        "when new, so a code can wait for the first serve) or postgresql://... (default: "
+        f"$VOICEGATE_DB, else {DEFAULT_DB} when it exists)",
+    )
 
 
 @_said("pair")
@@ -88,16 +102,29 @@ def run_pair(args: argparse.Namespace) -> int:
     The code is hashed under the server's signing keys (``VOICEGATE_SECRET_KEYS``, else the key
     file beside a SQLite store), so this must see the same keys as ``voicegate serve``.
     """
-    keys = keys_for(args.db)
+    named = args.db or os.environ.get(DB_ENV)
+    db = named or DEFAULT_DB
+    if not named and not Path(DEFAULT_DB).exists():
+        # A code in a store no server uses fails on the page; the demo's store is elsewhere.
+        print(
+            f"voicegate pair: no database at {DEFAULT_DB}, and no --db; name the server's store "
+            "with --db (its banner prints the whole pair command)",
+            file=sys.stderr,
+        )
+        return 2
+    keys = keys_for(db)
     if keys is None:
         print(
-            f"voicegate pair: no signing keys for {args.db}; set {KEYS_ENV} as for the server",
+            f"voicegate pair: no signing keys for {db}; set {KEYS_ENV} as for the server",
             file=sys.stderr,
         )
         return 2
     kind = DeviceKind(args.kind)
-    # A code may be made before the first serve: the gate finds it in the store it creates.
-    code = _with_store(args.db, lambda s: start_pairing(s, args.user, kind, keys=keys), create=True)
+    # A code may be made before the first serve in a store named for it: the gate finds it in
+    # the store it creates.
+    code = _with_store(
+        db, lambda s: start_pairing(s, args.user, kind, keys=keys), create=named is not None
+    )
     minutes = int(CODE_TTL // 60)
     print(printable(f"Pairing code for {args.user} ({args.kind}): {code[:4]} {code[4:]}"))
     print(
@@ -205,3 +232,108 @@ def run_answers(args: argparse.Namespace) -> int:
     print("\n".join(rows) if rows else f"No taught answers for {args.user}.")
     print(f"Speech hard for recognisers: {'yes' if hard else 'no'}.")
     return 0
+
+
+def add_passkeys_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate passkeys``."""
+    sub = parser.add_subparsers(dest="passkeys_command", required=True)
+    listing = sub.add_parser("list", help="list registered passkeys (public keys only)")
+    listing.add_argument("--user", default=None, help="only this user's passkeys")
+    add_db(listing)
+    remove = sub.add_parser("remove", help="forget a passkey; it can no longer approve anything")
+    remove.add_argument("passkey_id", help="its id hash, pk_..., as listed")
+    add_db(remove)
+
+
+@_said("passkeys")
+def run_passkeys(args: argparse.Namespace) -> int:
+    """List or remove registered passkeys."""
+    if args.passkeys_command == "remove":
+
+        async def remove(store: Store) -> bool:
+            return await store.passkeys.remove(args.passkey_id)
+
+        if _with_store(args.db, remove):
+            print(printable(f"Removed passkey {args.passkey_id}."))
+            return 0
+        print(printable(f"No passkey {args.passkey_id}."))
+        return 1
+
+    async def listing(store: Store) -> list[str]:
+        rows = []
+        for p in await store.passkeys.list(args.user):
+            used = iso_utc(p.last_used_at) if p.last_used_at is not None else "never used"
+            row = f"{p.id}  {p.user}  {iso_utc(p.created_at)}  {used:20}  {p.device_id}  {p.name}"
+            rows.append(printable(row))
+        return rows
+
+    rows = _with_store(args.db, listing)
+    print("\n".join(rows) if rows else "No passkeys.")
+    return 0
+
+
+def add_cards_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate cards``."""
+    sub = parser.add_subparsers(dest="cards_command", required=True)
+    listing = sub.add_parser("list", help="list the cards waiting for an answer")
+    listing.add_argument("--user", default=None, help="only this user's cards")
+    add_db(listing)
+    withdraw = sub.add_parser(
+        "withdraw", help="take a waiting set of cards back, as its agent could; nothing runs"
+    )
+    withdraw.add_argument("pending_id")
+    add_db(withdraw)
+
+
+@_said("cards")
+def run_cards(args: argparse.Namespace) -> int:
+    """List or withdraw waiting sets."""
+    from voicegate.errors import Refused
+    from voicegate.gate.proposals import withdraw_stored
+
+    if args.cards_command == "withdraw":
+
+        async def withdraw(store: Store) -> Reason | None:
+            try:
+                await withdraw_stored(store, args.pending_id, time.time())
+            except Refused as exc:
+                return exc.reason
+            return None
+
+        refused = _with_store(args.db, withdraw)
+        if refused is not None:
+            print(printable(f"Not withdrawn: {args.pending_id} is {_state(refused)}."))
+            return 1
+        print(printable(f"Withdrew {args.pending_id}: nothing of it runs."))
+        return 0
+
+    async def listing(store: Store) -> list[str]:
+        from voicegate.gate import card
+        from voicegate.gate.types import Status
+
+        now = time.time()
+        waiting = await store.pending.list_by_status(Status.WAITING.value)
+        rows = []
+        for p in sorted(waiting, key=lambda p: p.created_at):
+            if args.user is not None and p.user != args.user:
+                continue
+            # Past its deadline it can no longer be answered, though no one has marked it yet.
+            state = "expired" if now >= p.deadline else f"{int(p.deadline - now)} s left"
+            what = " | ".join(card.summary(a.tool, a.arguments) for a in p.actions)
+            question = f"{p.preview}: " if p.preview else ""
+            made = iso_utc(p.created_at)
+            rows.append(printable(f"{p.id}  {p.user}  {made}  {state:11}  {question}{what}"))
+        return rows
+
+    rows = _with_store(args.db, listing)
+    print("\n".join(rows) if rows else "No cards are waiting.")
+    return 0
+
+
+def _state(reason: Reason) -> str:
+    """What a refused withdrawal says of the set."""
+    if reason is Reason.UNKNOWN_PENDING:
+        return "not a set in this store"
+    if reason is Reason.NOT_OPEN:
+        return "no longer waiting (answered, cancelled, expired or withdrawn)"
+    return reason.value

@@ -19,14 +19,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from voicegate.cli.arguments import DB_ENV
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.eval import enrol, outputs, report
 from voicegate.eval.manifest import ManifestError, load
 from voicegate.extras import need
 from voicegate.settings import TOKEN_ENV
 from voicegate.text import counted
-
-DB_ENV = "VOICEGATE_DB"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +129,11 @@ def problem_of(exc: BaseException) -> ConfigError | StoreUnavailable | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the manifest; exit 1 on any false release, 2 on a bad manifest or setup."""
+    from voicegate.observe import configure_logging
+
+    # One line per refused answer or confirm event would bury the table and the progress bar;
+    # warnings and errors are still said.
+    configure_logging(logging.WARNING)
     if args.agent:
         from voicegate.eval import agent
 
@@ -162,8 +166,6 @@ def run(args: argparse.Namespace) -> int:
         cases = [c for c in cases if c.lang in args.case_langs]
     if args.limit is not None:
         cases = cases[: args.limit]
-    # One line per refused answer would bury the progress bar.
-    logging.getLogger("voicegate").setLevel(logging.WARNING)
 
     async def go() -> tuple[list[report.Result], list[enrol.Taught]]:
         from voicegate.eval.local import in_process, whisper_voice

@@ -17,16 +17,18 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from voicegate.cli.arguments import port_number, user_name
 from voicegate.errors import ConfigError, ModelError, StoreUnavailable
 from voicegate.gate.types import DeviceKind
+from voicegate.hearing.remote import DEADLINE as HEARING_DEADLINE
 from voicegate.limits import BODY_TIMEOUT
 from voicegate.mcp.notes import build_notes_server
-from voicegate.mcp.policy import Policy, parse_modes, parse_pairs, split_globs
+from voicegate.mcp.policy import Policy, parse_modes, parse_pairs, parse_steps, split_globs
 from voicegate.mcp.stdio_front import Wire, process_wire
 from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.notify.vapid import vapid_for
 from voicegate.settings import (
     DEFAULT_PORT,
     TOKEN_ENV,
@@ -36,11 +38,13 @@ from voicegate.settings import (
     lease_from,
     metrics_token_from,
     proposal_limits_from,
+    push_contact_from,
     rate_limits_from,
     token_from,
     token_ttl_from,
     trusted_proxies_from,
     voice_in_flight_from,
+    webhooks_from,
 )
 from voicegate.store import redact, sqlite_path, store_for
 from voicegate.store.base import Store
@@ -48,6 +52,9 @@ from voicegate.web.serve import Banner, StoppedBeforeServing, Voice, free_port, 
 
 # A process ended by SIGTERM exits 128 + 15, as the shell reports one the signal killed.
 STOPPED_BY_SIGTERM = 143
+# How long an answer may wait for a recogniser worker (--hearing-timeout): a second is too short
+# for any hearing, two minutes past every card's patience.
+MIN_HEARING, MAX_HEARING = 1.0, 120.0
 
 if TYPE_CHECKING:
     from voicegate.voice.pipeline import VoicePipeline
@@ -83,6 +90,27 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="GLOB=MODE",
         help="approval mode per tool glob: device (default), token, reject or delegate",
+    )
+    parser.add_argument(
+        "--hearing",
+        metavar="NATS_URL",
+        default="",
+        help="hear voice answers on recogniser workers (voicegate worker) over NATS JetStream, "
+        "e.g. nats://127.0.0.1:4222; default: the recogniser runs in this process",
+    )
+    parser.add_argument(
+        "--hearing-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=HEARING_DEADLINE,
+        help="with --hearing, how long an answer waits for a worker before it is refused as "
+        f"hearing_unavailable, 1-120 (default {HEARING_DEADLINE:g})",
+    )
+    parser.add_argument(
+        "--high-risk-step",
+        action="append",
+        metavar="GLOB=STEP",
+        help="the second step of a high-risk card per tool glob: yes (default), passkey or both",
     )
     _add_common(parser, default_db="voicegate.db")
 
@@ -162,6 +190,24 @@ def _add_common(
         "voice_per_device, voice_per_user, answers_per_device, answers_per_user, window)",
     )
     parser.add_argument(
+        "--no-push",
+        action="store_true",
+        help="send no Web Push notifications to paired devices (default: offered on the page)",
+    )
+    parser.add_argument(
+        "--push-contact",
+        default="",
+        metavar="URI",
+        help="a mailto: address or https URL push services may use to reach the operator",
+    )
+    parser.add_argument(
+        "--webhook",
+        action="append",
+        metavar="URL",
+        help="POST each notice (new card, about to expire, done) as JSON to URL, e.g. an ntfy "
+        "topic; repeat for several",
+    )
+    parser.add_argument(
         "--proposal-limit",
         action="append",
         metavar="NAME=N",
@@ -183,12 +229,13 @@ def run_serve(args: argparse.Namespace) -> int:
             high_risk=split_globs(args.high_risk),
             modes=parse_modes(args.mode),
             strict=args.strict,
+            steps=parse_steps(args.high_risk_step),
         )
         config = config_from(args)
-    except (ConfigError, ValueError) as exc:
+        voice = voice_from(args)
+    except (ConfigError, ModelError, ValueError) as exc:
         print(f"voicegate serve: {exc}", file=sys.stderr)
         return 2
-    voice = voice_from(args)
     generated = not (args.token or os.environ.get(TOKEN_ENV))
     if args.stdio:
         config = replace(config, agent_on_stdio=generated)
@@ -225,14 +272,26 @@ def run_demo(args: argparse.Namespace) -> int:
         config = config_from(args)
         upstream = UpstreamSpec.in_process(build_notes_server())
         policy = Policy(high_risk=("delete_*",))
-        banner = functools.partial(demo_banner, temporary=folder is not None)
-        return asyncio.run(_serve(config, upstream, policy, voice_from(args), banner))
-    except ConfigError as exc:
+        voice = voice_from(args)
+        # The events go to a file, so the banner (token, pairing code) stays on screen; warnings
+        # and errors are still shown. Beside the temporary store, or kept when --db keeps one.
+        log = folder / "events.log" if folder is not None else _kept_log()
+        banner = functools.partial(demo_banner, temporary=folder is not None, log=log)
+        with log.open("a", encoding="utf-8") as events:
+            return asyncio.run(_serve(config, upstream, policy, voice, banner, log=events))
+    except (ConfigError, ModelError) as exc:
         print(f"voicegate demo: {exc}", file=sys.stderr)
         return 2
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kept_log() -> Path:
+    """A new log file in the temporary folder, for a demo whose store outlives it."""
+    handle, name = tempfile.mkstemp(prefix="voicegate-demo-", suffix=".log")
+    os.close(handle)
+    return Path(name)
 
 
 async def _serve(
@@ -242,13 +301,18 @@ async def _serve(
     voice: Voice | None,
     banner: Banner,
     wire: Wire | None = None,
+    log: TextIO | None = None,
 ) -> int:
-    """Open the store and serve on it; a refusal to start is one line and exit 2."""
+    """Open the store and serve on it; a refusal to start is one line and exit 2. Events go to
+    stderr, or to ``log`` with warnings and errors also on stderr."""
     from voicegate.observe import configure_logging
     from voicegate.store import open_store
     from voicegate.web.serve import serve
 
-    configure_logging()
+    if log is None:
+        configure_logging()
+    else:
+        configure_logging(stream=log, echo=sys.stderr)
     try:
         store = await open_store(config.db)
     except (ConfigError, StoreUnavailable) as exc:
@@ -288,6 +352,10 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         max_voice_in_flight=voice_in_flight_from(args.max_voice_in_flight),
         body_timeout=body_timeout_from(args.body_timeout),
         trusted_proxies=trusted_proxies_from(args.trusted_proxy),
+        push=not args.no_push,
+        vapid_key=None if args.no_push else vapid_for(args.db),
+        push_contact=push_contact_from(args.push_contact),
+        webhooks=webhooks_from(args.webhook),
     )
 
 
@@ -295,7 +363,24 @@ def voice_from(args: argparse.Namespace) -> Voice | None:
     """The recogniser the flags ask for; None with ``--no-voice``."""
     if args.no_voice:
         return None
-    return Voice(model=args.voice_model, languages=tuple(args.lang or ("en",)))
+    languages = tuple(args.lang or ("en",))
+    if args.voice_model is not None:
+        # Said before anything starts, as a usage error: the model cannot hear what was asked.
+        from voicegate.voice.models import check_languages
+
+        check_languages(args.voice_model, languages)
+    hearing = getattr(args, "hearing", "")
+    timeout = getattr(args, "hearing_timeout", HEARING_DEADLINE)
+    if hearing:
+        if not hearing.startswith(("nats://", "tls://")):
+            raise ConfigError(f"--hearing takes a NATS URL (nats://HOST:PORT), not {hearing!r}")
+        if not MIN_HEARING <= timeout <= MAX_HEARING:
+            raise ConfigError(
+                f"--hearing-timeout is {MIN_HEARING:g} to {MAX_HEARING:g} seconds, not {timeout:g}"
+            )
+    return Voice(
+        model=args.voice_model, languages=languages, hearing=hearing, hearing_timeout=timeout
+    )
 
 
 async def serve_banner(config: ServerConfig, store: Store, voice: VoicePipeline | None) -> None:
@@ -353,7 +438,12 @@ async def serve_banner_with_token(
 
 
 async def demo_banner(
-    config: ServerConfig, store: Store, voice: VoicePipeline | None, *, temporary: bool = False
+    config: ServerConfig,
+    store: Store,
+    voice: VoicePipeline | None,
+    *,
+    temporary: bool = False,
+    log: Path | None = None,
 ) -> None:
     """What ``voicegate demo`` prints: the endpoint, its token, a pairing code, the store (and,
     when the demo made it, that it goes when the demo stops)."""
@@ -372,4 +462,6 @@ async def demo_banner(
     print(f"  Another device:     {pair_command(config)}")
     kept = " (removed when the demo stops, taught answers too; --db PATH keeps it)"
     print(f"  Store:              {redact(config.db)}{kept if temporary else ''}")
+    if log is not None:
+        print(f"  Events log:         {log}  (warnings and errors are shown here too)")
     sys.stdout.flush()

@@ -22,6 +22,9 @@ from voicegate.gate.types import Stage
 from voicegate.text import printable
 from voicegate.voice import models
 
+# What ``voicegate.voice.audio.decode`` reads, said whenever a file is not one of them.
+FORMATS = "WAV, FLAC, OGG (Vorbis or Opus), WebM/Opus or MP4/AAC"
+
 if TYPE_CHECKING:
     from voicegate.voice import templates
     from voicegate.voice.taught import Taught
@@ -59,9 +62,7 @@ def add_decide_arguments(parser: argparse.ArgumentParser) -> None:
     # Here, not at the top: ``voicegate models`` must not load the audio and numeric stack.
     from voicegate.voice.hypotheses import LEXICONS
 
-    parser.add_argument(
-        "audio", type=Path, help="a WAV, FLAC, OGG (Vorbis or Opus), WebM/Opus or MP4/AAC file"
-    )
+    parser.add_argument("audio", type=Path, help=f"the recording: {FORMATS}")
     parser.add_argument(
         "--cards", type=_card_count, required=True, help=f"how many cards are open (1-{MAX_CARDS})"
     )
@@ -122,6 +123,11 @@ def run_decide(args: argparse.Namespace) -> int:
         return 2
     taught = None
     model = args.model or default_model(langs)
+    try:
+        models.check_languages(model, langs)
+    except ModelError as exc:
+        print(f"voicegate decide: {exc}", file=sys.stderr)
+        return 2
     if args.user is not None:
         try:
             taught = _Taught(args.user, asyncio.run(_enrolment(args.db, args.user, model)))
@@ -130,6 +136,11 @@ def run_decide(args: argparse.Namespace) -> int:
             return 2
         if taught.held is None:
             print(printable(f"voicegate decide: {args.user} taught no answers"), file=sys.stderr)
+    # Before the model loads: a file that is not audio is said at once.
+    unreadable = _unreadable(data)
+    if unreadable:
+        print(printable(f"voicegate decide: {args.audio}: {unreadable}"), file=sys.stderr)
+        return 2
     try:
         transcriber = FasterWhisperTranscriber(model, device=args.device)
     except ModelError as exc:
@@ -161,6 +172,23 @@ def run_decide(args: argparse.Namespace) -> int:
         if result.timings_ms:
             print("  " + "  ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
     return 0
+
+
+def _unreadable(data: bytes) -> str:
+    """Why ``data`` is not audio this command reads, or "": a file that is not audio at all is a
+    usage error (exit 2), not a decision; a short, long or silent recording is decided."""
+    from voicegate.errors import AudioRefused
+    from voicegate.reasons import Reason
+    from voicegate.voice.audio import decode
+
+    try:
+        decode(data)
+    except AudioRefused as exc:
+        if exc.reason is Reason.UNSUPPORTED_FORMAT:
+            return f"not audio in a format read here; send {FORMATS}"
+        if exc.reason is Reason.CORRUPT:
+            return f"the audio cannot be decoded ({exc.detail or 'damaged'}); send {FORMATS}"
+    return ""
 
 
 def taught_line(taught: Taught) -> str:

@@ -51,6 +51,15 @@ _STATUS: dict[Reason, int] = {
     Reason.DEVICE_CANNOT_SPEAK: 403,
     Reason.UNKNOWN_PENDING: 404,
     Reason.UNKNOWN_TEMPLATE: 404,
+    Reason.UNKNOWN_PASSKEY: 404,
+    Reason.PASSKEY_WRONG_RP: 403,
+    Reason.PASSKEY_WRONG_ORIGIN: 403,
+    Reason.PASSKEY_MISMATCH: 403,
+    Reason.PASSKEY_NOT_VERIFIED: 403,
+    Reason.PASSKEY_BAD_SIGNATURE: 403,
+    Reason.PASSKEY_COUNTER: 403,
+    Reason.PASSKEY_REGISTRATION: 422,
+    Reason.PUSH_OFF: 404,
     Reason.TOO_SLOW: 408,
     Reason.TOO_LARGE: 413,
     Reason.UNSUPPORTED_FORMAT: 415,
@@ -65,6 +74,7 @@ _STATUS: dict[Reason, int] = {
     Reason.RATE_LIMITED: 429,
     Reason.BUSY: 429,
     Reason.LEDGER_UNAVAILABLE: 503,
+    Reason.HEARING_UNAVAILABLE: 503,
 }
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]

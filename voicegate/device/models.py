@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voicegate.gate import card
 from voicegate.gate.core import Outcome
-from voicegate.gate.types import Action, Device, PendingSet, Receipt, Stage, Status
-from voicegate.reasons import NEXT_STEP, SECOND_YES, YES_NO_NEXT_STEP, Kind, Reason
+from voicegate.gate.types import Action, Device, PendingSet, Receipt, Stage, Status, to_dict
+from voicegate.reasons import NEXT_STEP, PASSKEY_STEP, SECOND_YES, YES_NO_NEXT_STEP, Kind, Reason
 from voicegate.text import storable
 
 
@@ -69,9 +69,19 @@ class CardOut(BaseModel):
     full_text: str
     shortened: bool
     arguments: dict[str, Any]
+    label: str = Field(
+        description="A short name for buttons and announcements, unlike every other card's in "
+        "its set, escaped as the card text is: `write_note 'eggs'`"
+    )
+    sentence: str = Field(
+        default="",
+        description="The card told as a sentence (`Write note with name “a” and text “milk”.`), "
+        "values cut as in `text`, escaped and marked as the card text is",
+    )
+    full_sentence: str = Field(default="", description="The sentence with nothing cut")
 
     @classmethod
-    def of(cls, number: int, action: Action) -> CardOut:
+    def of(cls, number: int, action: Action, label: str) -> CardOut:
         whole = card.full(action.tool, action.arguments)
         return cls(
             number=number,
@@ -80,38 +90,118 @@ class CardOut(BaseModel):
             full_text=whole,
             shortened=whole != action.card_text,
             arguments=dict(action.arguments),
+            label=label,
+            sentence=card.sentence(action.tool, action.arguments),
+            full_sentence=card.sentence(action.tool, action.arguments, max_value_chars=None),
         )
 
 
+class PasskeyAskOut(BaseModel):
+    """What the browser needs to make the assertion of a passkey step, bytes as base64url.
+
+    ``challenge`` commits to the set, this stage's nonce and the chosen action's canonical
+    hash; ``credentials`` are the ids of the user's passkeys (empty: none registered yet).
+    ``rp_id`` and ``origin`` are null where this server cannot use passkeys.
+    """
+
+    challenge: str
+    rp_id: str | None
+    origin: str | None
+    credentials: list[str]
+    timeout_ms: int
+
+
 class PendingOut(BaseModel):
-    """A waiting set as the device shows it; ``nonce`` is seen by the device only."""
+    """A waiting set as the device shows it; ``nonce`` is seen by the device only. A set at
+    its passkey step carries ``passkey``: what the browser asks the authenticator for.
+
+    ``preview`` (the question of a choice) and ``name`` are the agent's text escaped as the card
+    text is, with its markers, so no client shows a raw control or bidi character.
+    """
 
     id: str
     cards: list[CardOut]
     stage: str
     risk: str
     status: str
-    preview: str
+    preview: str = Field(
+        description="The text above the cards (a choice's question), escaped, ending in the "
+        "card's markers (`  ⚠ hidden characters`); empty when there is none"
+    )
+    name: str = Field(
+        description="A short name of the set for buttons and announcements: its card's, or "
+        "its question's (`“Which note?” (one of 2: write_note)`)"
+    )
+    summary: str = Field(
+        default="",
+        description="One short line for the set, as a notification shows it: its card's "
+        "sentence with values cut at 40 characters, or a choice's name",
+    )
     chosen: int | None
     deadline: float
     seconds_left: float
     extensions_left: int
     nonce: str
+    passkey: PasskeyAskOut | None = None
 
     @classmethod
-    def of(cls, pending: PendingSet, *, now: float, max_extensions: int) -> PendingOut:
+    def of(
+        cls,
+        pending: PendingSet,
+        *,
+        now: float,
+        max_extensions: int,
+        passkey: PasskeyAskOut | None = None,
+    ) -> PendingOut:
+        # Past the choice (the second yes, the passkey step) the set is named by its chosen card.
+        final = pending.stage in (Stage.FINAL, Stage.PASSKEY)
+        cards = [(a.tool, a.arguments) for a in pending.actions]
+        chosen = pending.chosen if final else None
+        name, labels = card.names(cards, pending.preview, chosen=chosen)
         return cls(
             id=pending.id,
-            cards=[CardOut.of(i, a) for i, a in enumerate(pending.actions, start=1)],
+            cards=[
+                CardOut.of(i, a, label)
+                for i, (a, label) in enumerate(zip(pending.actions, labels, strict=True), start=1)
+            ],
             stage=pending.stage.value,
             risk=pending.risk.value,
             status=pending.status.value,
-            preview=pending.preview,
+            preview=card.preview(pending.preview),
+            name=name,
+            summary=card.headline(cards, pending.preview, chosen=chosen),
             chosen=pending.chosen,
             deadline=pending.deadline,
             seconds_left=max(0.0, pending.deadline - now),
             extensions_left=max(0, max_extensions - pending.extensions),
             nonce=pending.nonce,
+            passkey=passkey,
+        )
+
+
+class SetStatusOut(BaseModel):
+    """Where one set stands: enough to tell the user why it left the waiting list."""
+
+    id: str
+    status: str
+    name: str
+    deadline: float
+    seconds_left: float
+
+    @classmethod
+    def of(cls, pending: PendingSet, *, now: float) -> SetStatusOut:
+        final = pending.stage is Stage.FINAL
+        name, _ = card.names(
+            [(a.tool, a.arguments) for a in pending.actions],
+            pending.preview,
+            chosen=pending.chosen if final else None,
+        )
+        return cls(
+            id=pending.id,
+            status=pending.status.value,
+            name=name,
+            deadline=pending.deadline,
+            seconds_left=max(0.0, pending.deadline - now),
         )
 
 
@@ -125,6 +215,12 @@ class PendingList(BaseModel):
         description="Whether this server takes spoken answers; false on a --no-voice server, "
         "where a device offers taps only.",
     )
+    yes_by_voice: bool = Field(
+        default=True,
+        description="Whether this server may take a spoken yes; false where a yes is a tap "
+        "only (no voice, or a recogniser such as `base` with Hindi on whose yes threshold is "
+        "out of reach), while card numbers, cancel and more time may still be said.",
+    )
 
 
 class TapIn(_In):
@@ -134,12 +230,35 @@ class TapIn(_In):
     nonce: str = Field(max_length=200)
     decision: Literal["choose", "confirm", "cancel"]
     card: int | None = Field(default=None, ge=1, le=5)
-    input: Literal["touch", "key", "switch"] = "touch"
+    input: Literal["touch", "key", "switch", "notification"] = "touch"
     shown: list[Annotated[int, Field(ge=1, le=5)]] = Field(
         default_factory=list,
         max_length=5,
         description="The cards whose full text this device showed; a shortened card needs it",
     )
+
+
+class PushKeys(_In):
+    """The browser's keys of a subscription (RFC 8291), base64url."""
+
+    p256dh: str = Field(max_length=200)
+    auth: str = Field(max_length=100)
+
+
+class PushIn(_In):
+    """A subscription as ``PushSubscription.toJSON()`` gives it."""
+
+    endpoint: str = Field(max_length=2048)
+    keys: PushKeys
+    expirationTime: float | None = None  # the browser's own name
+
+
+class PushOut(BaseModel):
+    """Whether this server sends notifications, its key, and whether this device subscribed."""
+
+    enabled: bool
+    public_key: str
+    subscribed: bool
 
 
 class MoreTimeIn(_In):
@@ -208,6 +327,7 @@ class ReceiptOut(BaseModel):
     transcript: str | None
     shown_text: str | None
     checks: list[dict[str, Any]]
+    passkey: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, receipt: Receipt) -> ReceiptOut:
@@ -225,6 +345,7 @@ class ReceiptOut(BaseModel):
             input=receipt.input.value if receipt.input else None,
             transcript=receipt.transcript,
             shown_text=receipt.shown_text,
+            passkey=to_dict(receipt.passkey) if receipt.passkey else None,
             checks=[
                 {"name": c.name, "passed": c.passed, "reason": c.reason.value if c.reason else None}
                 for c in receipt.checks
@@ -240,8 +361,10 @@ def next_step(outcome: Outcome) -> str:
     if outcome.reason is None:
         waiting = pending.status is Status.WAITING and not outcome.released
         said_yes = outcome.decision.kind in (Kind.CHOOSE, Kind.CONFIRM)
-        return SECOND_YES if waiting and said_yes and pending.stage is Stage.FINAL else ""
-    if pending.stage is Stage.FINAL or len(pending.actions) == 1:
+        if not (waiting and said_yes):
+            return ""
+        return {Stage.FINAL: SECOND_YES, Stage.PASSKEY: PASSKEY_STEP}.get(pending.stage, "")
+    if pending.stage is not Stage.CHOOSE or len(pending.actions) == 1:
         return YES_NO_NEXT_STEP.get(outcome.reason) or NEXT_STEP.get(outcome.reason, "")
     return NEXT_STEP.get(outcome.reason, "")
 

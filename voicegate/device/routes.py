@@ -27,15 +27,18 @@ from voicegate.device.models import (
     MoreTimeIn,
     PairIn,
     PairOut,
+    PasskeyAskOut,
     PendingList,
     PendingOut,
     ReceiptOut,
+    SetStatusOut,
     TapIn,
 )
 from voicegate.device.openapi import REFUSALS, SIGNED, VOICE_BODY, voice_description
 from voicegate.device.pairing import complete_pairing
 from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
 from voicegate.errors import DeviceRefused, Refused
+from voicegate.gate.checks import passkey_challenge
 from voicegate.gate.core import MAX_CARDS, Outcome
 from voicegate.gate.types import (
     Decision,
@@ -44,10 +47,12 @@ from voicegate.gate.types import (
     Evidence,
     InputKind,
     Modality,
+    Passkey,
     PendingSet,
     Stage,
     Status,
 )
+from voicegate.passkey import TIMEOUT_MS, b64url
 from voicegate.reasons import YES_BY_TAP, Kind, Reason
 from voicegate.services import Services
 from voicegate.text import storable
@@ -57,7 +62,7 @@ _CARD_NUMBERS = frozenset(str(n) for n in range(1, MAX_CARDS + 1))
 # The refusals of an answer the recogniser heard but was not sure enough of.
 _UNSURE = frozenset({Reason.UNCLEAR, Reason.NOT_UNDERSTOOD})
 
-__all__ = ["device_router"]
+__all__ = ["answer_response", "device_router", "new_evidence", "not_anothers"]
 
 
 def device_router(services: Services) -> APIRouter:
@@ -109,11 +114,32 @@ def device_router(services: Services) -> APIRouter:
         """This user's waiting sets, with card text, stage, deadline and the nonce."""
         now = clock()
         sets = await gate.open_for(device.user)
+        held: list[Passkey] | None = None
+        out = []
+        for p in sets:
+            ask = None
+            if p.stage is Stage.PASSKEY and p.chosen is not None:
+                if held is None:
+                    held = await services.store.passkeys.list(device.user)
+                ask = _passkey_ask(services, p, held)
+            out.append(PendingOut.of(p, now=now, max_extensions=gate.max_extensions, passkey=ask))
+        pipeline = services.voice
         return PendingList(
-            sets=[PendingOut.of(p, now=now, max_extensions=gate.max_extensions) for p in sets],
+            sets=out,
             server_time=now,
-            voice=services.voice is not None,
+            voice=pipeline is not None,
+            yes_by_voice=pipeline is not None
+            and math.isfinite(pipeline.calibration.need(Stage.CHOOSE, 1)),
         )
+
+    @router.get("/sets/{pending_id}", response_model=SetStatusOut, openapi_extra=SIGNED)
+    async def set_status(pending_id: str, device: Device = signed) -> SetStatusOut:
+        """Where one of this user's sets stands now (a set that left the waiting list: did its
+        time run out, was it withdrawn, or answered elsewhere?); never its nonce."""
+        if len(pending_id) > 100 or not storable(pending_id):
+            raise Refused(Reason.BAD_REQUEST, "a pending id is at most 100 characters")
+        await not_anothers(services, device, pending_id)
+        return SetStatusOut.of(await gate.status(pending_id), now=clock())
 
     @router.post("/tap", response_model=AnswerOut, openapi_extra=SIGNED)
     async def tap(body: TapIn, device: Device = signed) -> JSONResponse:
@@ -121,9 +147,9 @@ def device_router(services: Services) -> APIRouter:
         if body.decision == "choose" and body.card is None:
             raise Refused(Reason.BAD_REQUEST, "choose needs a card number")
         await within_budget(device, "answer")
-        await _not_anothers(services, device, body.pending_id)
+        await not_anothers(services, device, body.pending_id)
         decision = Decision(Kind(body.decision), body.card)
-        evidence = _evidence(
+        evidence = new_evidence(
             services,
             device,
             body.pending_id,
@@ -132,7 +158,7 @@ def device_router(services: Services) -> APIRouter:
             InputKind(body.input),
             shown_in_full=frozenset(body.shown),
         )
-        return _answer(services, evidence, await gate.answer(evidence), heard=[])
+        return answer_response(services, evidence, await gate.answer(evidence), heard=[])
 
     @router.post(
         "/voice",
@@ -161,12 +187,12 @@ def device_router(services: Services) -> APIRouter:
                 audio,
                 user=device.user,
                 cards=len(pending.actions),
-                stage=pending.stage,
+                stage=_heard_as(pending.stage),
                 content_type=content_type,
                 card_words=_card_words(pending),
             )
         heard = [str(t) for t in result.transcripts]
-        evidence = _evidence(
+        evidence = new_evidence(
             services,
             device,
             pending_id,
@@ -181,15 +207,17 @@ def device_router(services: Services) -> APIRouter:
         )
         # A yes-or-no question the recogniser is never sure enough of on this server (its
         # calibration's yes threshold is infinite): saying it again will not help.
-        tap_only = not math.isfinite(pipeline.calibration.need(pending.stage, len(pending.actions)))
+        tap_only = not math.isfinite(
+            pipeline.calibration.need(_heard_as(pending.stage), len(pending.actions))
+        )
         outcome = await gate.answer(evidence)
         step = YES_BY_TAP if tap_only and outcome.reason in _UNSURE else None
-        return _answer(services, evidence, outcome, heard=heard, next_step=step)
+        return answer_response(services, evidence, outcome, heard=heard, next_step=step)
 
     @router.post("/more-time", response_model=PendingOut, openapi_extra=SIGNED)
     async def more_time(body: MoreTimeIn, device: Device = signed) -> PendingOut:
         """More time to decide (WCAG 2.2.1): the stage's TTL is added to the deadline."""
-        await _not_anothers(services, device, body.pending_id)
+        await not_anothers(services, device, body.pending_id)
         extended = await gate.extend(body.pending_id, user=device.user)
         return PendingOut.of(extended, now=clock(), max_extensions=gate.max_extensions)
 
@@ -201,22 +229,27 @@ def device_router(services: Services) -> APIRouter:
     return router
 
 
-def _evidence(
+def new_evidence(
     services: Services,
     device: Device,
     pending_id: str,
     nonce: str,
     decision: Decision,
     input_kind: InputKind,
+    *,
+    modality: Modality | None = None,
     **voice: Any,
 ) -> Evidence:
+    """The evidence of one answer from ``device``: a tap, a recording or a passkey."""
+    if modality is None:
+        modality = Modality.VOICE if input_kind is InputKind.VOICE else Modality.TAP
     return Evidence(
         id="ev_" + secrets.token_urlsafe(16),
         pending_id=pending_id,
         nonce=nonce,
         device_id=device.id,
         user=device.user,
-        modality=Modality.VOICE if input_kind is InputKind.VOICE else Modality.TAP,
+        modality=modality,
         input=input_kind,
         decision=decision,
         created_at=services.clock(),
@@ -224,7 +257,7 @@ def _evidence(
     )
 
 
-def _answer(
+def answer_response(
     services: Services,
     evidence: Evidence,
     outcome: Outcome,
@@ -232,6 +265,7 @@ def _answer(
     heard: list[str],
     next_step: str | None = None,
 ) -> JSONResponse:
+    """The device's answer to ``outcome``: the full ``AnswerOut``, in the refusal's status."""
     now = services.clock()
     _report(services, evidence, outcome)
     if outcome.reason in (Reason.WRONG_DEVICE_USER, Reason.UNKNOWN_PENDING):
@@ -276,7 +310,7 @@ def _report(services: Services, evidence: Evidence, outcome: Outcome) -> None:
         events.refused(outcome.reason, **fields)
 
 
-async def _not_anothers(services: Services, device: Device, pending_id: str) -> None:
+async def not_anothers(services: Services, device: Device, pending_id: str) -> None:
     """``WRONG_DEVICE_USER`` for another user's set, before any other check can answer with the
     set's status, stage or deadline (a wrong nonce would otherwise say ``wrong_set`` and more)."""
     pending = await services.store.pending.get(pending_id)
@@ -333,9 +367,29 @@ def _shown(text: str) -> frozenset[int]:
     return frozenset(int(p) for p in parts)
 
 
+def _passkey_ask(services: Services, pending: PendingSet, held: list[Passkey]) -> PasskeyAskOut:
+    """What the browser asks the authenticator at ``pending``'s passkey step."""
+    assert pending.chosen is not None
+    rp = services.gate.relying_party
+    challenge = passkey_challenge(pending, pending.actions[pending.chosen - 1])
+    return PasskeyAskOut(
+        challenge=b64url(challenge),
+        rp_id=rp.id if rp else None,
+        origin=rp.origins[0] if rp else None,
+        credentials=[b64url(p.credential_id) for p in held],
+        timeout_ms=TIMEOUT_MS,
+    )
+
+
+def _heard_as(stage: Stage) -> Stage:
+    """The stage the recogniser hears an answer at: the passkey step is a yes-or-no question
+    about the chosen card, as the final one is (its yes still needs the passkey)."""
+    return Stage.FINAL if stage is Stage.PASSKEY else stage
+
+
 def _card_words(pending: PendingSet) -> tuple[str, ...]:
     """On the final card, the words of the chosen action may be said back ("yes, unlock it")."""
-    if pending.stage is not Stage.FINAL or pending.chosen is None:
+    if pending.stage is Stage.CHOOSE or pending.chosen is None:
         return ()
     return tuple(
         dict.fromkeys(_WORD.findall(pending.actions[pending.chosen - 1].card_text.lower()))

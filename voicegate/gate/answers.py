@@ -2,8 +2,13 @@
 
 The checks are ``checks.check_set`` and ``checks.check_answer`` (pure); this module reads what
 they need from the store, then acts on the verdict: close the set for a cancel, extend it for
-more time, spend the evidence id, and either ask a high-risk set's second yes under a new nonce
-or ``release`` the chosen card.
+more time, spend the evidence id, and either move a high-risk set on to its next step under a
+new nonce or ``release`` the chosen card.
+
+The one rule of a high-risk set: after its choice it goes through every stage the operator's
+step for the chosen tool names now (``HighRiskStep.stages``: another yes, a passkey, or a yes
+then a passkey), in that order, each under a nonce of its own; a stage already passed is never
+asked again, and none is ever skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from voicegate.gate.proposals import extend
 from voicegate.gate.release import KEY_HOLD, release, spend_key
 from voicegate.gate.types import Evidence, FirstYes, PendingSet, Risk, Stage, Status
 from voicegate.gate.wiring import Wiring
+from voicegate.passkey import passkey_id
 from voicegate.reasons import Kind, Reason
 
 __all__ = ["answer"]
@@ -31,6 +37,9 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
             evidence, pending, addressed.reason or Reason.UNKNOWN_PENDING, addressed.checks
         )
     device = await w.store.devices.get(evidence.device_id)
+    credential = None
+    if evidence.passkey is not None:
+        credential = await w.store.passkeys.get(passkey_id(evidence.passkey.credential_id))
     verdict = check_answer(
         evidence,
         pending,
@@ -38,10 +47,21 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         now=w.clock(),
         device_refusal=w.device_refusal,
         before=addressed.checks,
+        credential=credential,
+        relying_party=w.relying_party,
     )
     if verdict.reason is not None:
         return refused(evidence, pending, verdict.reason, verdict.checks)
     checks = Checklist(verdict.checks)
+    if verdict.passkey is not None:
+        # The counter moves on by compare-and-swap: of two assertions racing with one count,
+        # and of a copied authenticator behind the original, one at most gets through.
+        if not await w.store.passkeys.use(
+            verdict.passkey.id, verdict.passkey.sign_count, at=w.clock()
+        ):
+            checks.fail("passkey_verified", Reason.PASSKEY_COUNTER)
+            return refused(evidence, pending, Reason.PASSKEY_COUNTER, checks.done())
+        checks.ok("passkey_verified")
     decision = evidence.decision
     if decision.kind is Kind.CANCEL:
         return await _close(w, evidence, pending, checks, Status.CANCELLED)
@@ -61,21 +81,37 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
     # One set has one risk, and the operator's policy is read now: a set proposed at low risk
     # whose tool has since been made high-risk asks for the second yes all the same.
     high = pending.risk is Risk.HIGH or any(w.risk_of(a.tool) is Risk.HIGH for a in pending.actions)
-    if high and pending.stage is Stage.CHOOSE:
-        return await _advance_to_final(w, evidence, pending, verdict.chosen, checks)
-    return await release(w, evidence, pending, verdict.chosen, checks)
+    following = _next_stage(w, pending, verdict.chosen) if high else None
+    if following is not None:
+        return await _advance(w, evidence, pending, verdict.chosen, checks, following)
+    return await release(w, evidence, pending, verdict.chosen, checks, passkey=verdict.passkey)
 
 
-async def _advance_to_final(
-    w: Wiring, evidence: Evidence, pending: PendingSet, chosen: int, checks: Checklist
+_ORDER = (Stage.CHOOSE, Stage.FINAL, Stage.PASSKEY)
+
+
+def _next_stage(w: Wiring, pending: PendingSet, chosen: int) -> Stage | None:
+    """The stage a high-risk set moves to after a yes at its current one, or None to release."""
+    step = w.step_of(pending.actions[chosen - 1].tool)
+    later = _ORDER[_ORDER.index(pending.stage) + 1 :]
+    return next((stage for stage in later if stage in step.stages), None)
+
+
+async def _advance(
+    w: Wiring,
+    evidence: Evidence,
+    pending: PendingSet,
+    chosen: int,
+    checks: Checklist,
+    stage: Stage,
 ) -> Outcome:
-    """A high-risk choice: spend this nonce and ask for a second yes under a new one."""
+    """A high-risk yes: spend this nonce and ask for the next step under a new one."""
     if not await w.store.ledger.consume(spend_key(pending), expires_at=pending.deadline + KEY_HOLD):
         checks.fail("nonce_consumed_once", Reason.ALREADY_USED)
         return refused(evidence, pending, Reason.ALREADY_USED, checks.done())
     checks.ok("nonce_consumed_once")
     now = w.clock()
-    first_yes = FirstYes(
+    yes = FirstYes(
         evidence_id=evidence.id,
         device_id=evidence.device_id,
         modality=evidence.modality,
@@ -88,15 +124,16 @@ async def _advance_to_final(
         model=evidence.model,
         fingerprint_id=evidence.fingerprint_id,
     )
+    kept = {"first_yes": yes} if pending.stage is Stage.CHOOSE else {"second_yes": yes}
     final = pending.replace(
         risk=Risk.HIGH,
-        stage=Stage.FINAL,
+        stage=stage,
         nonce=secrets.token_urlsafe(24),
         chosen=chosen,
         ttl=w.final_ttl,
         deadline=now + w.final_ttl,
         extensions=0,
-        first_yes=first_yes,
+        **kept,
     )
     if not await w.store.pending.swap(pending, final):
         return refused(evidence, pending, Reason.NOT_OPEN, checks.done())

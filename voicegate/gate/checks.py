@@ -14,7 +14,9 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from voicegate import passkey
 from voicegate.canonical import args_hash
+from voicegate.errors import Refused
 from voicegate.gate import card
 from voicegate.gate.types import (
     Action,
@@ -24,6 +26,8 @@ from voicegate.gate.types import (
     DeviceKind,
     Evidence,
     Modality,
+    Passkey,
+    PasskeyProof,
     PendingSet,
     Stage,
     Status,
@@ -39,6 +43,7 @@ CHECK_NAMES: tuple[str, ...] = (
     "action_unchanged",  # the action still hashes and renders as shown
     "shown_in_full",  # a card shortened for display had its full text on the device's screen
     "registered_write",  # the tool is a write the operator gates
+    "passkey_verified",  # a passkey step: the user's passkey signed this set, stage and action
     "evidence_consumed_once",  # this evidence was never used before
     "nonce_consumed_once",  # this set's nonce was never spent before
     "approval_consumed_once",  # a token or other approval outside the card flow, spent once
@@ -55,6 +60,7 @@ __all__ = [
     "Verdict",
     "check_answer",
     "check_set",
+    "passkey_challenge",
 ]
 
 
@@ -85,12 +91,15 @@ class Verdict:
     """What the checks made of an answer: every check run, and why it is refused, if it is.
 
     An answer that passed names the card it releases in ``chosen``; a cancel or a request for
-    more time passes with ``chosen`` None, and the gate acts on its decision.
+    more time passes with ``chosen`` None, and the gate acts on its decision. An answer to a
+    passkey step carries what its assertion proved in ``passkey``: the gate still has to move
+    the credential's counter on (``PasskeyStore.use``) before it records ``passkey_verified``.
     """
 
     checks: tuple[Check, ...]
     reason: Reason | None = None
     chosen: int | None = None
+    passkey: PasskeyProof | None = None
 
 
 def check_set(evidence: Evidence, pending: PendingSet | None) -> Verdict:
@@ -122,6 +131,8 @@ def check_answer(
     now: float,
     device_refusal: Callable[[str], Reason | None],
     before: Iterable[Check] = (),
+    credential: Passkey | None = None,
+    relying_party: passkey.RelyingParty | None = None,
 ) -> Verdict:
     """Every check after ``check_set`` (whose checks come in ``before``), on plain values.
 
@@ -129,7 +140,9 @@ def check_answer(
     cancel or a request for more time once the answer itself is sound; passes a choice or a
     yes only for one card, unchanged, shown in full and a write the operator still lets a
     device release (``device_refusal`` of its tool is None: not disabled, not moved to another
-    mode since the card was proposed).
+    mode since the card was proposed). At a passkey step the yes must also carry an assertion
+    by ``credential`` (the stored passkey it names) over this set, nonce and action, checked
+    for ``relying_party``.
     """
     checks = Checklist(before)
     if device is None:
@@ -170,7 +183,44 @@ def check_answer(
     if refusal is not None:
         return _refuse(checks, "registered_write", refusal)
     checks.ok("registered_write")
-    return Verdict(checks.done(), chosen=chosen)
+    if pending.stage is not Stage.PASSKEY and evidence.passkey is None:
+        return Verdict(checks.done(), chosen=chosen)
+    try:
+        proof = _passkey(evidence, pending, action, credential, relying_party)
+    except Refused as why:
+        return _refuse(checks, "passkey_verified", why.reason)
+    return Verdict(checks.done(), chosen=chosen, passkey=proof)
+
+
+def passkey_challenge(pending: PendingSet, action: Action) -> bytes:
+    """The challenge a passkey signs to release ``action`` of ``pending`` at its stage now:
+    the set, the stage's nonce and the action's canonical hash, recomputed from what will run."""
+    action_hash = args_hash({"tool": action.tool, "arguments": dict(action.arguments)})
+    return passkey.challenge(pending.id, pending.nonce, action_hash)
+
+
+def _passkey(
+    evidence: Evidence,
+    pending: PendingSet,
+    action: Action,
+    credential: Passkey | None,
+    relying_party: passkey.RelyingParty | None,
+) -> PasskeyProof:
+    """What the evidence's passkey assertion proves for this set, or ``Refused`` with why not.
+
+    A passkey answers the passkey step only; a yes without one does not.
+    """
+    assertion = evidence.passkey
+    if pending.stage is not Stage.PASSKEY:
+        raise Refused(Reason.WRONG_STAGE)
+    if assertion is None:
+        raise Refused(Reason.PASSKEY_REQUIRED)
+    if credential is None or credential.user != pending.user:
+        raise Refused(Reason.UNKNOWN_PASSKEY)
+    if relying_party is None:
+        raise Refused(Reason.PASSKEY_WRONG_RP)
+    expected = passkey_challenge(pending, action)
+    return passkey.check_assertion(assertion, credential, rp=relying_party, expected=expected)
 
 
 def _refuse(checks: Checklist, name: str, reason: Reason) -> Verdict:
@@ -180,7 +230,7 @@ def _refuse(checks: Checklist, name: str, reason: Reason) -> Verdict:
 
 def _chosen_card(pending: PendingSet, decision: Decision) -> tuple[int | None, Reason | None]:
     """Which card the answer releases at this stage, or why it releases none."""
-    if pending.stage is Stage.FINAL:
+    if pending.stage is not Stage.CHOOSE:
         if decision.kind is Kind.CONFIRM and pending.chosen is not None:
             return pending.chosen, None
         return (

@@ -25,8 +25,9 @@ from voicegate.gate.drafts import UNRECORDED
 from voicegate.gate.outcome import Outcome
 from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.types import Check, Evidence, PendingSet, Receipt, Risk
+from voicegate.gate.types import Check, Evidence, HighRiskStep, PendingSet, Receipt, Risk
 from voicegate.gate.wiring import Executor
+from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
@@ -48,6 +49,9 @@ class Gate:
 
     ``on_step`` hears each step of a release as it is passed (``faults.POINTS``); the default,
     ``faults.reach``, does nothing unless a crash test set ``VOICEGATE_FAULT_POINT``.
+    ``on_news`` hears ``("proposed", set)`` once a set is stored and ``("released", set)`` once
+    an answer released its write (notifications, ``voicegate.notify``); it must return at once
+    and never raise, since the gate does not wait for it.
     """
 
     def __init__(
@@ -59,6 +63,8 @@ class Gate:
         receipt_keys: KeyRing,
         device_refusal: Callable[[str], Reason | None] | None = None,
         risk_of: Callable[[str], Risk] | None = None,
+        step_of: Callable[[str], HighRiskStep] | None = None,
+        relying_party: RelyingParty | None = None,
         clock: Callable[[], float] = time.time,
         choose_ttl: float = 120.0,
         final_ttl: float = 60.0,
@@ -66,6 +72,7 @@ class Gate:
         retry_delays: Sequence[float] = RETRY_DELAYS,
         limits: quota.ProposalLimits | None = quota.DEFAULT,
         on_step: Callable[[str], None] = faults.reach,
+        on_news: Callable[[str, PendingSet], None] | None = None,
     ) -> None:
         if max_extensions < 10:
             raise ValueError("WCAG 2.2.1 asks for at least 10 extensions")
@@ -78,6 +85,9 @@ class Gate:
             lambda tool: None if is_write(tool) else Reason.NOT_A_WRITE
         )
         self.risk_of = risk_of or (lambda tool: Risk.LOW)
+        # Without a policy to ask: the second step of a high-risk card is another yes.
+        self.step_of = step_of or (lambda tool: HighRiskStep.YES)
+        self.relying_party = relying_party
         self.receipt_keys = receipt_keys
         self.clock = clock
         self.choose_ttl = choose_ttl
@@ -86,6 +96,7 @@ class Gate:
         self.backlog = Backlog(delays=retry_delays)
         self.limits = limits
         self.on_step = on_step
+        self.on_news = on_news
 
     # -- proposing and reading: voicegate.gate.proposals --------------------------------------
 
@@ -100,9 +111,12 @@ class Gate:
         agent: str = "",
     ) -> PendingSet:
         """Open a set of 1-5 cards for ``user``; the agent gets the set without its nonce."""
-        return await proposals.propose(
+        pending = await proposals.propose(
             self, user, actions, risk=risk, preview=preview, mode=mode, agent=agent
         )
+        if self.on_news is not None:
+            self.on_news("proposed", pending)
+        return pending
 
     async def status(self, pending_id: str) -> PendingSet:
         """The set as it stands now; a waiting set past its deadline becomes ``expired``."""
@@ -137,7 +151,10 @@ class Gate:
 
     async def answer(self, evidence: Evidence) -> Outcome:
         """Run every named check on ``evidence`` and act on it: choose, confirm, cancel, wait."""
-        return await answers.answer(self, evidence)
+        outcome = await answers.answer(self, evidence)
+        if outcome.released and self.on_news is not None:
+            self.on_news("released", outcome.pending)
+        return outcome
 
     # -- other ways in: voicegate.gate.approvals ----------------------------------------------
 

@@ -6,19 +6,47 @@ and what the upstream said. ``release.append`` seals it as the next link of the 
 
 from __future__ import annotations
 
+import reprlib
 import secrets
 from typing import Any
 
-from voicegate.canonical import canonical_json
+from voicegate.canonical import MAX_DEPTH, canonical_json
 from voicegate.gate import card
-from voicegate.gate.types import Check, Choice, Evidence, PendingSet, Receipt, RunOutcome, Status
+from voicegate.gate.types import (
+    Check,
+    Choice,
+    Evidence,
+    PasskeyProof,
+    PendingSet,
+    Receipt,
+    RunOutcome,
+    Status,
+)
 
 UNRECORDED = (
     "ran once; the store was unreachable, so this outcome is not recorded yet; it will be "
     "recorded when the store returns"
 )
 
-__all__ = ["UNRECORDED", "draft", "new_receipt_id", "recordable", "recorded", "unrecorded"]
+__all__ = [
+    "RESULT_DEPTH",
+    "UNRECORDED",
+    "draft",
+    "new_receipt_id",
+    "recordable",
+    "recorded",
+    "unrecorded",
+]
+
+# A receipt's body holds the result one level down, as it holds the arguments.
+RESULT_DEPTH = MAX_DEPTH - 1
+# How much of a result the receipt cannot hold is kept as text: a few levels and items of it,
+# so that neither a deep nor a huge value costs more than its start.
+_PREVIEW = reprlib.Repr()
+_PREVIEW.maxlevel = 3
+_PREVIEW.maxdict = _PREVIEW.maxlist = 8
+_PREVIEW.maxstring = _PREVIEW.maxother = 200
+_PREVIEW_CHARS = 2000
 
 # Keyed by plain strings: a stored receipt's outcome loads as one.
 _STATUS_OF: dict[str, Status] = {
@@ -38,6 +66,7 @@ def draft(
     evidence: Evidence | None,
     result: Any,
     error: str | None,
+    passkey: PasskeyProof | None = None,
 ) -> Receipt:
     """The receipt of ``pending``'s chosen action, not yet sealed nor linked into a chain."""
     assert pending.chosen is not None
@@ -69,6 +98,8 @@ def draft(
         result=result,
         error=error,
         first_yes=pending.first_yes,
+        second_yes=pending.second_yes,
+        passkey=passkey,
         choice=_choice_of(pending),
         # A device release passed ``shown_in_full``: the screen held the whole text.
         shown_text=card.full(action.tool, action.arguments) if evidence else None,
@@ -102,11 +133,14 @@ def new_receipt_id() -> str:
 
 
 def recordable(result: Any) -> Any:
-    """The upstream's result as the receipt can hash it; anything else is kept as text."""
+    """The upstream's result as the receipt can hash it: plain JSON of at most ``MAX_BYTES``,
+    nested at most ``RESULT_DEPTH`` levels (the result counted). Anything else is recorded as a
+    marker: the start of its text (``unrecordable_result``) and why it was not kept (``why``);
+    the write ran all the same, and its receipt says so."""
     try:
-        canonical_json(result)
-    except ValueError:
-        return {"unrecordable_result": repr(result)[:2000]}
+        canonical_json(result, max_depth=RESULT_DEPTH)
+    except ValueError as exc:
+        return {"unrecordable_result": _PREVIEW.repr(result)[:_PREVIEW_CHARS], "why": str(exc)}
     return result
 
 

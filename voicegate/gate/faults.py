@@ -1,4 +1,4 @@
-"""Crash testing only: end the process with SIGKILL at a named step of a release.
+"""Crash testing only: end the process with SIGKILL at a named step of a release or a hearing.
 
 Off unless the environment variable ``VOICEGATE_FAULT_POINT`` names one of ``POINTS``; an
 operator never sets it. The crash tests start a real ``voicegate serve`` with it set, confirm a
@@ -15,8 +15,10 @@ import signal
 FAULT_ENV = "VOICEGATE_FAULT_POINT"
 # In release order: set claimed, nonce spent, upstream answered, receipt written, result recorded.
 POINTS = ("after_claim", "after_nonce", "after_call", "after_receipt", "after_record")
+# A recogniser worker that has heard an utterance and not yet sent the hearing back.
+WHILE_HEARING = "while_hearing"
 
-__all__ = ["FAULT_ENV", "POINTS", "reach"]
+__all__ = ["FAULT_ENV", "POINTS", "WHILE_HEARING", "reach"]
 
 
 def reach(point: str) -> None:

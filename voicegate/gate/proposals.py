@@ -19,6 +19,7 @@ from voicegate.gate import card, quota
 from voicegate.gate.types import Action, PendingSet, Risk, Stage, Status
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
+from voicegate.store.base import Store
 
 MAX_CARDS = 5
 # How many times a compare-and-swap is retried when a racing writer changed the set meanwhile.
@@ -169,6 +170,12 @@ async def withdraw(w: Wiring, pending_id: str) -> PendingSet:
     return await _close(w, pending_id, Status.WITHDRAWN, user=None)
 
 
+async def withdraw_stored(store: Store, pending_id: str, now: float) -> PendingSet:
+    """The operator takes a waiting set back (``voicegate cards withdraw``), as its agent could:
+    with no gate running, and nothing runs."""
+    return await _close_in(store, now, pending_id, Status.WITHDRAWN, user=None)
+
+
 async def get_set(w: Wiring, pending_id: str) -> PendingSet:
     """The stored set, or ``Refused(UNKNOWN_PENDING)``."""
     pending = await w.store.pending.get(pending_id)
@@ -178,14 +185,22 @@ async def get_set(w: Wiring, pending_id: str) -> PendingSet:
 
 
 async def _close(w: Wiring, pending_id: str, status: Status, *, user: str | None) -> PendingSet:
+    return await _close_in(w.store, w.clock(), pending_id, status, user=user)
+
+
+async def _close_in(
+    store: Store, now: float, pending_id: str, status: Status, *, user: str | None
+) -> PendingSet:
     for _ in range(SWAP_ATTEMPTS):
-        pending = await get_set(w, pending_id)
+        pending = await store.pending.get(pending_id)
+        if pending is None:
+            raise Refused(Reason.UNKNOWN_PENDING)
         if user is not None:
             _require_owner(pending, user)
         if pending.status is not Status.WAITING:
             raise Refused(Reason.NOT_OPEN)
-        closed = pending.replace(status=status, decided_at=w.clock())
-        if await w.store.pending.swap(pending, closed):
+        closed = pending.replace(status=status, decided_at=now)
+        if await store.pending.swap(pending, closed):
             return closed
     raise Refused(Reason.BUSY, "the set kept changing while it was being closed")
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicegate.canonical import canonical_json
+from voicegate.canonical import arguments_json
 from voicegate.errors import Refused, Throttled
 from voicegate.limits import retry_after
 from voicegate.reasons import Reason
@@ -82,10 +82,10 @@ async def admit(
 
 def _check_size(arguments: Mapping[str, Any], limit: int) -> None:
     try:
-        canonical_json(arguments, max_bytes=limit)
+        arguments_json(arguments, max_bytes=limit)
     except ValueError:
         try:
-            canonical_json(arguments)
+            arguments_json(arguments)
         except ValueError:
             # Not plain JSON, or past the hashing bound: it could never be shown or hashed.
             raise Refused(Reason.BAD_REQUEST, "arguments are not plain JSON") from None

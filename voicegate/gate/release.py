@@ -22,7 +22,15 @@ from voicegate.gate.drafts import draft, recordable, recorded, unrecorded
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import SWAP_ATTEMPTS
 from voicegate.gate.receipts import seal
-from voicegate.gate.types import Action, Evidence, PendingSet, Receipt, RunOutcome, Status
+from voicegate.gate.types import (
+    Action,
+    Evidence,
+    PasskeyProof,
+    PendingSet,
+    Receipt,
+    RunOutcome,
+    Status,
+)
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 
@@ -50,7 +58,13 @@ __all__ = [
 
 
 async def release(
-    w: Wiring, evidence: Evidence, pending: PendingSet, chosen: int, checks: Checklist
+    w: Wiring,
+    evidence: Evidence,
+    pending: PendingSet,
+    chosen: int,
+    checks: Checklist,
+    *,
+    passkey: PasskeyProof | None = None,
 ) -> Outcome:
     """Claim the set, spend the nonce, run the write once, leave a receipt."""
     now = w.clock()
@@ -85,6 +99,7 @@ async def release(
         evidence=evidence,
         result=result,
         error=error,
+        passkey=passkey,
     )
     final, receipt = await write_outcome(w, claimed, written)
     w.on_step("after_record")

@@ -25,10 +25,32 @@ class Risk(StrEnum):
 
 
 class Stage(StrEnum):
-    """Which answer a pending set waits for: a card choice, or the final yes."""
+    """Which answer a pending set waits for: a card choice, the final yes, or the passkey.
+
+    A high-risk set goes through them in this order, skipping those its step does not name
+    (``HighRiskStep``), each under a nonce of its own.
+    """
 
     CHOOSE = "choose"
     FINAL = "final"
+    PASSKEY = "passkey"
+
+
+class HighRiskStep(StrEnum):
+    """What a high-risk card asks after its first yes: another yes, a passkey, or both."""
+
+    YES = "yes"
+    PASSKEY = "passkey"
+    BOTH = "both"
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The stages after ``choose`` this step asks for, in order."""
+        return {
+            HighRiskStep.YES: (Stage.FINAL,),
+            HighRiskStep.PASSKEY: (Stage.PASSKEY,),
+            HighRiskStep.BOTH: (Stage.FINAL, Stage.PASSKEY),
+        }[self]
 
 
 class Status(StrEnum):
@@ -61,6 +83,7 @@ class Modality(StrEnum):
 
     TAP = "tap"
     VOICE = "voice"
+    PASSKEY = "passkey"
 
 
 class InputKind(StrEnum):
@@ -70,6 +93,8 @@ class InputKind(StrEnum):
     KEY = "key"
     SWITCH = "switch"
     VOICE = "voice"
+    # The Approve or Cancel of a notification, signed by the device's service worker.
+    NOTIFICATION = "notification"
 
 
 class DeviceKind(StrEnum):
@@ -105,10 +130,12 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class FirstYes:
-    """The first of a high-risk write's two yeses: kept on its set, then copied to the receipt.
+    """A yes that moved a high-risk write to its next step: kept on its set, then copied to
+    the receipt.
 
-    The receipt's own device, transcript and checks are the final yes's; this is the choice
-    that came before it, under the set's first nonce.
+    The receipt's own device, transcript and checks are the last answer's; ``first_yes`` is the
+    choice that came before it, under the set's first nonce, and ``second_yes`` the final yes
+    of a step that asks for a yes and then a passkey (``HighRiskStep.BOTH``).
     """
 
     evidence_id: str
@@ -122,6 +149,54 @@ class FirstYes:
     recogniser: str | None = None
     model: str | None = None
     fingerprint_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PasskeyAssertion:
+    """A WebAuthn assertion as the browser returned it, not yet checked (raw bytes)."""
+
+    credential_id: bytes
+    client_data: bytes
+    authenticator_data: bytes
+    signature: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PasskeyProof:
+    """What a checked assertion proved, as the receipt keeps it.
+
+    ``id`` is the credential's id hash (``Passkey.id``); the flags are the authenticator's
+    own: user present, user verified (fingerprint, face or screen lock), and whether the
+    passkey may be, and is, backed up (synced) elsewhere.
+    """
+
+    id: str
+    user_present: bool
+    user_verified: bool
+    backup_eligible: bool
+    backed_up: bool
+    sign_count: int
+    rp_id: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class Passkey:
+    """A user's registered passkey: only its public key, never anything that can sign.
+
+    ``id`` is ``"pk_"`` and 24 hex digits of the SHA-256 of the credential id, the name the
+    page, the commands and receipts use; ``credential_id`` is the raw id the browser asks for.
+    """
+
+    id: str
+    user: str
+    credential_id: bytes
+    public_key: bytes  # the COSE key, CBOR-encoded, as the authenticator gave it
+    sign_count: int
+    created_at: float
+    device_id: str = ""
+    name: str = ""
+    last_used_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +232,7 @@ class PendingSet:
     receipt_id: str | None = None
     decided_at: float | None = None
     first_yes: FirstYes | None = None
+    second_yes: FirstYes | None = None
     version: int = 0
 
     def replace(self, **changes: Any) -> PendingSet:
@@ -183,6 +259,8 @@ class Evidence:
     fingerprint_id: str | None = None
     # The card numbers whose full text the device had on screen (a shortened card needs it).
     shown_in_full: frozenset[int] = frozenset()
+    # A passkey step's WebAuthn assertion, checked by the gate against the set it answers.
+    passkey: PasskeyAssertion | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +313,22 @@ class StoredTemplate:
 
 
 @dataclass(frozen=True, slots=True)
+class PushSubscription:
+    """Where to push a device's notifications (Web Push, RFC 8030), as its browser gave it.
+
+    ``p256dh`` and ``auth`` are the browser's keys (RFC 8291) that each message is encrypted
+    to; the push service in between sees only ciphertext and the endpoint.
+    """
+
+    device_id: str
+    user: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One named confirm check and how it came out."""
 
@@ -277,6 +371,9 @@ class Receipt:
     choice: Choice | None = None
     # The whole text the device showed for this action when the user said yes.
     shown_text: str | None = None
+    # The yes between the choice and a passkey step (``HighRiskStep.BOTH``), and the passkey.
+    second_yes: FirstYes | None = None
+    passkey: PasskeyProof | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
@@ -284,13 +381,13 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes``, ``choice`` and ``shown_text`` are left out when there are none, so
-        receipts written before they existed keep their digests.
+        ``first_yes``, ``choice``, ``shown_text``, ``second_yes`` and ``passkey`` are left out
+        when there are none, so receipts written before they existed keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        for optional in ("first_yes", "choice", "shown_text"):
+        for optional in ("first_yes", "choice", "shown_text", "second_yes", "passkey"):
             if data[optional] is None:
                 del data[optional]
         return data
@@ -330,6 +427,7 @@ def pending_from_dict(data: Mapping[str, Any]) -> PendingSet:
             "stage": Stage(data["stage"]),
             "status": Status(data["status"]),
             "first_yes": first_yes_from_dict(data.get("first_yes")),
+            "second_yes": first_yes_from_dict(data.get("second_yes")),
         }
     )
 
@@ -364,7 +462,9 @@ def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
             "modality": opt(Modality, data.get("modality")),
             "input": opt(InputKind, data.get("input")),
             "first_yes": first_yes_from_dict(data.get("first_yes")),
+            "second_yes": first_yes_from_dict(data.get("second_yes")),
             "choice": choice_from_dict(data.get("choice")),
+            "passkey": PasskeyProof(**data["passkey"]) if data.get("passkey") else None,
         }
     )
 

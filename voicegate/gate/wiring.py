@@ -12,7 +12,8 @@ from typing import Any, Protocol
 
 from voicegate.gate.backlog import Backlog
 from voicegate.gate.quota import ProposalLimits
-from voicegate.gate.types import Risk
+from voicegate.gate.types import HighRiskStep, Risk
+from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
@@ -33,6 +34,10 @@ class Wiring(Protocol):
     # the risk the operator gives a tool now: the policy as it stands when the user answers.
     device_refusal: Callable[[str], Reason | None]
     risk_of: Callable[[str], Risk]
+    # What a high-risk card of a tool asks after its choice, by the policy as it stands now.
+    step_of: Callable[[str], HighRiskStep]
+    # Whom passkeys are made for (RP id and origins); None where passkeys cannot work.
+    relying_party: RelyingParty | None
     receipt_keys: KeyRing
     clock: Callable[[], float]
     choose_ttl: float

@@ -14,7 +14,7 @@ from typing import Any
 from mcp.types import CallToolResult, Tool
 
 from voicegate.errors import ConfigError, Refused, VoicegateError
-from voicegate.gate.types import Risk
+from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.mcp import input_schema
 from voicegate.mcp.policy import (
     OWN_TOOLS,
@@ -126,6 +126,10 @@ class Catalog:
     def risk_of(self, name: str) -> Risk:
         """The risk the operator's policy gives ``name`` now (``--high-risk``)."""
         return self.classify(name).risk
+
+    def step_of(self, name: str) -> HighRiskStep:
+        """What a high-risk card of ``name`` asks after its choice (``--high-risk-step``)."""
+        return self.policy.step_for(name)
 
     def reads_line(self) -> str:
         """Which listed tools pass straight through as reads, and why, in one line."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp.types import Tool, ToolAnnotations
 
-from voicegate.canonical import canonical_json
+from voicegate.canonical import TOOL_NAME_CHARS, arguments_json, canonical_json
 from voicegate.errors import Refused
 from voicegate.gate.core import MAX_CARDS
 from voicegate.reasons import Reason
@@ -116,12 +116,19 @@ def _option(number: int, item: Any) -> Option:
     tool, arguments = item.get("tool"), item.get("arguments")
     if not isinstance(tool, str) or not tool:
         raise Refused(Reason.BAD_REQUEST, f"option {number} needs a tool name")
+    if len(tool) > TOOL_NAME_CHARS:
+        # Options are told apart by their plan, which holds the name.
+        raise Refused(
+            Reason.BAD_REQUEST,
+            f"option {number}'s tool name is longer than {TOOL_NAME_CHARS} characters",
+        )
     if not isinstance(arguments, dict):
         raise Refused(Reason.BAD_REQUEST, f"option {number} needs an arguments object")
     try:
-        canonical_json(arguments)
-    except ValueError:
+        arguments_json(arguments)
+    except ValueError as exc:
         raise Refused(
-            Reason.BAD_REQUEST, f"option {number}'s arguments are not plain JSON within limits"
+            Reason.BAD_REQUEST,
+            f"option {number}'s arguments are not plain JSON within limits: {exc}",
         ) from None
     return Option(tool=tool, arguments=dict(arguments))

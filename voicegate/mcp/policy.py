@@ -13,7 +13,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from voicegate.errors import ConfigError
-from voicegate.gate.types import Risk
+from voicegate.gate.types import HighRiskStep, Risk
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
 OWN_TOOLS = frozenset({"pending_status", "withdraw", "list_pending", "choose_one"})
@@ -40,7 +40,13 @@ class Classification:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob."""
+    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob, and
+    the second step of a high-risk card per glob.
+
+    The step defaults to another yes (``HighRiskStep.YES``): a passkey needs one registered
+    first and a page served at a domain name (or localhost), so asking for it everywhere by
+    default would refuse every high-risk write of a user or a server that has neither.
+    """
 
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
@@ -48,6 +54,8 @@ class Policy:
     modes: tuple[tuple[str, Mode], ...] = ()
     strict: bool = False
     default_mode: Mode = Mode.DEVICE
+    steps: tuple[tuple[str, HighRiskStep], ...] = ()
+    default_step: HighRiskStep = HighRiskStep.YES
 
     def classify(self, tool: str, *, read_only_hint: bool | None = None) -> Classification:
         """Classify ``tool``; ``read_only_hint`` is what the upstream claims about it."""
@@ -74,6 +82,15 @@ class Policy:
                 mode = chosen
         return mode
 
+    def step_for(self, tool: str) -> HighRiskStep:
+        """What a high-risk card of ``tool`` asks after its choice: the last matching
+        ``--high-risk-step`` glob wins."""
+        step = self.default_step
+        for pattern, chosen in self.steps:
+            if fnmatchcase(tool, pattern):
+                step = chosen
+        return step
+
 
 def _matches(tool: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(tool, p) for p in patterns)
@@ -99,6 +116,23 @@ def parse_modes(values: Sequence[str] | None) -> tuple[tuple[str, Mode], ...]:
         except ValueError:
             choices = ", ".join(m.value for m in Mode)
             raise ConfigError(f"--mode {value!r}: mode must be one of {choices}") from None
+    return tuple(out)
+
+
+def parse_steps(values: Sequence[str] | None) -> tuple[tuple[str, HighRiskStep], ...]:
+    """Parse ``GLOB=STEP`` pairs of ``--high-risk-step``; an unknown step is a ``ConfigError``."""
+    out: list[tuple[str, HighRiskStep]] = []
+    for value in values or ():
+        pattern, sep, name = value.rpartition("=")
+        if not sep or not pattern:
+            raise ConfigError(f"--high-risk-step needs GLOB=STEP, got {value!r}")
+        try:
+            out.append((pattern, HighRiskStep(name.strip())))
+        except ValueError:
+            choices = ", ".join(s.value for s in HighRiskStep)
+            raise ConfigError(
+                f"--high-risk-step {value!r}: step must be one of {choices}"
+            ) from None
     return tuple(out)
 
 
@@ -163,6 +197,13 @@ def policy_lines(policy: Policy, tools: Mapping[str, bool]) -> list[tuple[bool, 
     names = sorted(tools)
     high = [t for t in names if _matches(t, policy.high_risk)]
     lines = [(False, f"high-risk writes (a second yes): {', '.join(high) if high else 'none'}")]
+    keyed = [
+        f"{t} ({policy.step_for(t)})" for t in high if policy.step_for(t) is not HighRiskStep.YES
+    ]
+    if keyed:
+        lines.append(
+            (False, f"high-risk writes whose second step needs a passkey: {', '.join(keyed)}")
+        )
     unnamed = [t for t in names if tools[t] and t not in high]
     if unnamed:
         lines.append(
@@ -177,6 +218,7 @@ def policy_lines(policy: Policy, tools: Mapping[str, bool]) -> list[tuple[bool, 
         ("--writes", policy.writes),
         ("--high-risk", policy.high_risk),
         ("--mode", tuple(glob for glob, _ in policy.modes)),
+        ("--high-risk-step", tuple(glob for glob, _ in policy.steps)),
     )
     unmatched = [
         f"{flag} {glob!r}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from voicegate.gate import card
 from voicegate.gate.types import PendingSet, Receipt, RunOutcome, Status
 from voicegate.reasons import NEXT_STEP, Reason
 
@@ -18,6 +19,7 @@ __all__ = [
     "pending_list",
     "pending_message",
     "pending_reply",
+    "ran_unrecordable",
     "refusal",
     "unknown_reply",
 ]
@@ -33,6 +35,11 @@ NO_DEVICE_MESSAGE = (
     "code) and the user enters that code on the approve page "
     "({approve_url}); the card then shows there. Call pending_status with this pending_id to "
     "learn the outcome."
+)
+
+UNRECORDABLE_MESSAGE = (
+    "The write ran once and has its receipt, but the upstream's result could not be recorded "
+    "(result.why says why), so it is not shown. Do not run it again."
 )
 
 
@@ -81,7 +88,8 @@ def pending_message(
 def link_message(pending: PendingSet) -> str:
     """What a client that shows links tells its user about a new set."""
     if len(pending.actions) > 1:
-        return f"Choose one, or cancel, on your paired device: {pending.preview}"
+        # The agent's question, escaped and flagged as the device shows it.
+        return f"Choose one, or cancel, on your paired device: {card.preview(pending.preview)}"
     return f"Approve or cancel on your paired device: {pending.actions[0].card_text}"
 
 
@@ -118,6 +126,17 @@ def refusal(reason: Reason, *, pending_id: str | None = None, detail: str = "") 
     if pending_id is not None:
         answer["pending_id"] = pending_id
     return answer
+
+
+def ran_unrecordable(receipt: Receipt) -> dict[str, Any]:
+    """What the agent is told of a write that ran whose result its receipt could not hold
+    (``drafts.recordable``'s marker, given as ``result``): it ran, so it must not run again."""
+    return {
+        "status": Status.CONFIRMED.value,
+        "receipt_id": receipt.id,
+        "result": receipt.result,
+        "message": UNRECORDABLE_MESSAGE,
+    }
 
 
 def from_receipt(receipt: Receipt) -> dict[str, Any] | None:

@@ -38,8 +38,9 @@ from mcp.types import (
     TextContent,
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
-from voicegate.canonical import canonical_json
+from voicegate.canonical import TOOL_NAME_CHARS, arguments_json
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import PendingSet, Receipt, Risk, Status
@@ -192,15 +193,21 @@ class GatedTools:
     ) -> CallToolResult | InputRequiredResult:
         if kind.mode is Mode.REJECT:
             raise Refused(Reason.OPERATOR_DISABLED)
+        if len(kind.tool) > TOOL_NAME_CHARS:
+            # The plan and a token hold the name: past MCP's limit it may not fit them.
+            raise Refused(
+                Reason.BAD_REQUEST, f"the tool's name is longer than {TOOL_NAME_CHARS} characters"
+            )
+        # The plan binds the arguments without the token, whose own checks are the codec's.
+        plain = token_mode.split_token(arguments)[0] if kind.mode is Mode.TOKEN else arguments
         try:
-            canonical_json(arguments)
-        except ValueError:
+            arguments_json(plain)
+        except ValueError as exc:
             # Too deep, too large or not plain JSON: it could never be shown or hashed.
             raise Refused(
-                Reason.BAD_REQUEST, "arguments are not plain JSON within limits"
+                Reason.BAD_REQUEST, f"arguments are not plain JSON within limits: {exc}"
             ) from None
         # Before any card, preview or run: a call the upstream would refuse is never approved.
-        plain = token_mode.split_token(arguments)[0] if kind.mode is Mode.TOKEN else arguments
         await self.catalog.check_arguments(kind.tool, plain)
         if kind.mode is Mode.DELEGATE:
             request = ActionRequest(tool=kind.tool, arguments=arguments)
@@ -391,7 +398,11 @@ def _from_receipt(receipt: Receipt) -> CallToolResult:
     failed = replies.from_receipt(receipt)
     if failed is not None:
         return _reply(failed, error=True)
-    result = CallToolResult.model_validate(receipt.result)
+    try:
+        result = CallToolResult.model_validate(receipt.result)
+    except ValidationError:
+        # ``drafts.recordable``'s marker: the write ran, and its result is not there to give.
+        result = _reply(replies.ran_unrecordable(receipt))
     meta = dict(result.meta or {})
     meta["voicegate/receipt"] = receipt.id
     return result.model_copy(update={"meta": meta})

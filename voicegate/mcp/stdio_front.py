@@ -5,16 +5,20 @@ stdout. ``voicegate serve --stdio`` is such a command: the agent talks to it the
 user still approves on the paired device, over the HTTP server the same process runs. Nothing
 on stdin can approve: the approval routes are HTTP only and need a paired device's signature.
 
-Each line is read as ``mcp.server.stdio`` reads it (UTF-8, undecodable bytes replaced, one
-JSON-RPC message) and handed to the SDK's server, except a plain read on a 2026-07-28
-connection: that is answered here, by the same checks and the same shaping as the HTTP front's
-``ReadPass`` (the SDK's per-request machinery costs more than the read itself;
-docs/benchmarks.md, P3). The first request of a connection always goes to the SDK, which
-decides the connection's era by it; reads are answered here only when that era is 2026-07-28.
+Each line is read as one JSON-RPC message (UTF-8, by the SDK's own parser) and handed to the
+SDK's server, except a plain read on a 2026-07-28 connection: that is answered here, by the
+same checks and the same shaping as the HTTP front's ``ReadPass`` (the SDK's per-request
+machinery costs more than the read itself; docs/benchmarks.md, P3). The first request of a
+connection always goes to the SDK, which decides the connection's era by it; reads are answered
+here only when that era is 2026-07-28.
 A read answered here ends as the SDK ends its own: a ``notifications/cancelled`` naming it
 stops it with no answer, and the agent closing its end stops it with "Connection closed".
-A line longer than ``MAX_LINE`` is refused (as the HTTP front refuses such a body): an error
-under its id, found at the start of the line, and nothing done.
+A line that is no JSON-RPC message is answered here, with nothing done, as the HTTP front
+answers such a body (the SDK's stdio reader drops it unanswered): ``PARSE_ERROR`` under a null
+id when it is not JSON text (invalid UTF-8, a lone surrogate, two values on one line),
+``INVALID_REQUEST`` under a null id when it is JSON but not one message (a batch, a bare value).
+A line longer than ``MAX_LINE`` is refused too: an error under its id, found at the start of the
+line, and nothing done. Whatever was refused, the next line is served.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import (
     CONNECTION_CLOSED,
     INVALID_REQUEST,
+    PARSE_ERROR,
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
@@ -67,6 +72,8 @@ MAX_LINE = 2 * MAX_BYTES
 # Where a refused line's id is looked for: the start of the line, before its params.
 _HEAD = 4096
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+# The HTTP front's invalid-request answer to a body that is JSON but not one message, per line.
+_NOT_ONE_MESSAGE = "Line must be a single JSON-RPC message object; batches are not supported"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +126,10 @@ class StdioFront:
                     if not line.strip():
                         continue
                     message = _message(line)
+                    if isinstance(message, ErrorData):
+                        logger.warning("refused a line from the agent: %s", message.message)
+                        await send(_error_line(None, message))
+                        continue
                     call = self._plain_read(message)
                     if call is None:
                         self._cancel(message)
@@ -140,10 +151,10 @@ class StdioFront:
         server = self.reads.server
         await server.run(sdk_in, sdk_out, server.create_initialization_options())
 
-    def _plain_read(self, message: SessionMessage | Exception) -> _Call | None:
+    def _plain_read(self, message: SessionMessage) -> _Call | None:
         """The checked read in ``message``, or None for anything the SDK must answer."""
-        if isinstance(message, Exception) or not isinstance(message.message, JSONRPCRequest):
-            return None  # unreadable, a notification or a response: the SDK's
+        if not isinstance(message.message, JSONRPCRequest):
+            return None  # a notification or a response: the SDK's
         request = message.message
         params = request.params
         if self._modern is None:
@@ -172,10 +183,10 @@ class StdioFront:
             return None
         return _Call(message, request.id, route.protocol_version, name, arguments)
 
-    def _cancel(self, message: SessionMessage | Exception) -> None:
+    def _cancel(self, message: SessionMessage) -> None:
         """A ``notifications/cancelled`` naming a read answered here stops it, with no answer
         (the SDK does the same for its own requests; the notice goes on to it as well)."""
-        if isinstance(message, Exception) or not isinstance(message.message, JSONRPCNotification):
+        if not isinstance(message.message, JSONRPCNotification):
             return
         if message.message.method != "notifications/cancelled":
             return
@@ -223,14 +234,22 @@ class _Call:
     arguments: Mapping[str, Any]
 
 
-def _message(line: bytes) -> SessionMessage | Exception:
-    """The line as ``mcp.server.stdio`` reads it: UTF-8 with undecodable bytes replaced, then
-    one JSON-RPC message, or why it is not one (the SDK decides what, if anything, to answer)."""
+def _message(line: bytes) -> SessionMessage | ErrorData:
+    """The line as one JSON-RPC message, or the error it is answered with: strict UTF-8, as
+    the HTTP front decodes a body (replaced bytes would put text on a card the agent never
+    sent), then the SDK's parser, which refuses a lone surrogate as the HTTP front's does."""
     try:
-        text = line.decode("utf-8", errors="replace")
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return ErrorData(code=PARSE_ERROR, message=f"Parse error: not UTF-8 at byte {exc.start}")
+    try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
-    except Exception as exc:  # boundary: handed to the SDK, as its own stdio reader does
-        return exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            why = first["msg"].removeprefix("Invalid JSON: ")
+            return ErrorData(code=PARSE_ERROR, message=f"Parse error: {why}")
+        return ErrorData(code=INVALID_REQUEST, message=_NOT_ONE_MESSAGE)
 
 
 async def _relay(
@@ -252,8 +271,13 @@ def _too_long(head: bytes) -> bytes:
     ident: Any = None
     if found is not None and (params < 0 or found.start() < params):
         ident = json.loads(found.group(1))
-    error = {"code": INVALID_REQUEST, "message": f"message over {MAX_LINE} bytes; nothing done"}
-    body = {"jsonrpc": "2.0", "id": ident, "error": error}
+    message = f"message over {MAX_LINE} bytes; nothing done"
+    return _error_line(ident, ErrorData(code=INVALID_REQUEST, message=message))
+
+
+def _error_line(ident: RequestId | None, error: ErrorData) -> bytes:
+    """A JSON-RPC error as a line, its ``id`` written even when null (JSON-RPC requires it)."""
+    body = {"jsonrpc": "2.0", "id": ident, "error": error.model_dump(exclude_none=True)}
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"
 
 

@@ -19,7 +19,9 @@ from voicegate.gate.receipts import Heads
 from voicegate.gate.types import (
     Device,
     PairingCode,
+    Passkey,
     PendingSet,
+    PushSubscription,
     Receipt,
     StoredFingerprint,
     StoredTemplate,
@@ -145,6 +147,47 @@ class TemplateStore(Protocol):
         """The flag; False for a user who never set it."""
 
 
+class PasskeyStore(Protocol):
+    """Each user's registered passkeys: public keys and sign counters, nothing that can sign.
+
+    Passkeys belong to the user, not to the device that registered them: revoking a device
+    keeps them (a synced passkey answers from any paired device of the user).
+    """
+
+    async def add(self, passkey: Passkey) -> None:
+        """Store a new passkey; an existing id raises ``ValueError``."""
+
+    async def get(self, passkey_id: str) -> Passkey | None:
+        """One passkey by id (``Passkey.id``), or None."""
+
+    async def list(self, user: str | None = None) -> builtins.list[Passkey]:
+        """Passkeys of ``user`` (everyone's when None), oldest first."""
+
+    async def remove(self, passkey_id: str, user: str | None = None) -> bool:
+        """Forget one passkey (of ``user`` only, when named); True when it was there."""
+
+    async def use(self, passkey_id: str, sign_count: int, *, at: float) -> bool:
+        """Move the passkey's counter to ``sign_count`` iff that follows the stored one
+        (``passkey.counter_ok``: greater, or both zero), and note ``at``; True when it did.
+
+        One atomic step: of racing uses with one count, across processes, exactly one wins.
+        """
+
+
+class PushStore(Protocol):
+    """Each paired device's Web Push subscription: at most one per device."""
+
+    async def put(self, subscription: PushSubscription) -> None:
+        """Keep ``subscription`` as its device's, in place of any it had (an upsert)."""
+
+    async def list(self, user: str) -> builtins.list[PushSubscription]:
+        """This user's subscriptions, oldest first."""
+
+    async def remove(self, device_id: str, endpoint: str | None = None) -> bool:
+        """Forget the device's subscription (only if it is still ``endpoint``, when given);
+        True when one was forgotten."""
+
+
 class ReceiptStore(Protocol):
     """An append-only, per-user chain of receipts, with a signed head per user and a roster.
 
@@ -203,6 +246,8 @@ class Store(Protocol):
     fingerprints: FingerprintStore
     receipts: ReceiptStore
     templates: TemplateStore
+    passkeys: PasskeyStore
+    push: PushStore
     durable: bool
 
     async def close(self) -> None:

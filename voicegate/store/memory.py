@@ -18,12 +18,15 @@ from voicegate.gate.types import (
     OPEN_STATUSES,
     Device,
     PairingCode,
+    Passkey,
     PendingSet,
+    PushSubscription,
     Receipt,
     Status,
     StoredFingerprint,
     StoredTemplate,
 )
+from voicegate.passkey import counter_ok
 from voicegate.secrets import KeyRing
 from voicegate.store import common
 from voicegate.store.base import (
@@ -32,7 +35,9 @@ from voicegate.store.base import (
     FingerprintStore,
     Ledger,
     PairingStore,
+    PasskeyStore,
     PendingStore,
+    PushStore,
     ReceiptStore,
     TemplateStore,
 )
@@ -293,6 +298,81 @@ class MemoryTemplates:
             return user in self._hard
 
 
+class MemoryPasskeys:
+    """Registered passkeys by id, in insertion order."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, Passkey] = {}
+
+    async def add(self, passkey: Passkey) -> None:
+        """Store a new passkey; an existing id raises ``ValueError``."""
+        with self._guard:
+            if passkey.id in self._rows:
+                raise ValueError(f"passkey {passkey.id!r} exists")
+            self._rows[passkey.id] = passkey
+
+    async def get(self, passkey_id: str) -> Passkey | None:
+        """One passkey by id, or None."""
+        with self._guard:
+            return self._rows.get(passkey_id)
+
+    async def list(self, user: str | None = None) -> builtins.list[Passkey]:
+        """Passkeys of ``user`` (everyone's when None), oldest first."""
+        with self._guard:
+            found = [p for p in self._rows.values() if user is None or p.user == user]
+        return sorted(found, key=lambda p: p.created_at)
+
+    async def remove(self, passkey_id: str, user: str | None = None) -> bool:
+        """Forget one passkey (of ``user`` only, when named)."""
+        with self._guard:
+            found = self._rows.get(passkey_id)
+            if found is None or (user is not None and found.user != user):
+                return False
+            del self._rows[passkey_id]
+            return True
+
+    async def use(self, passkey_id: str, sign_count: int, *, at: float) -> bool:
+        """Move the counter on iff ``sign_count`` follows the stored one."""
+        with self._guard:
+            found = self._rows.get(passkey_id)
+            if found is None or not counter_ok(found.sign_count, sign_count):
+                return False
+            self._rows[passkey_id] = dataclasses.replace(
+                found, sign_count=sign_count, last_used_at=at
+            )
+            return True
+
+
+class MemoryPush:
+    """Web Push subscriptions, one per device."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, PushSubscription] = {}
+
+    async def put(self, subscription: PushSubscription) -> None:
+        """Keep ``subscription`` in place of any its device had."""
+        with self._guard:
+            self._rows.pop(subscription.device_id, None)
+            self._rows[subscription.device_id] = subscription
+
+    async def list(self, user: str) -> builtins.list[PushSubscription]:
+        """This user's subscriptions, oldest first (insertion order breaks ties)."""
+        with self._guard:
+            found = [s for s in self._rows.values() if s.user == user]
+        return sorted(found, key=lambda s: s.created_at)
+
+    async def remove(self, device_id: str, endpoint: str | None = None) -> bool:
+        """Forget the device's subscription (only if still ``endpoint``, when given)."""
+        with self._guard:
+            kept = self._rows.get(device_id)
+            if kept is None or (endpoint is not None and kept.endpoint != endpoint):
+                return False
+            del self._rows[device_id]
+            return True
+
+
 class MemoryReceipts:
     """Receipt chains per user, each with its signed head, and the roster."""
 
@@ -388,6 +468,8 @@ class MemoryStore:
         self.fingerprints: FingerprintStore = MemoryFingerprints(self._guard)
         self.receipts: ReceiptStore = MemoryReceipts(self._guard)
         self.templates: TemplateStore = MemoryTemplates(self._guard)
+        self.passkeys: PasskeyStore = MemoryPasskeys(self._guard)
+        self.push: PushStore = MemoryPush(self._guard)
 
     async def start(self) -> None:
         """Nothing to open; present so every backend starts the same way."""

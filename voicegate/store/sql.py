@@ -31,10 +31,14 @@ from voicegate.store.base import (
     FingerprintStore,
     Ledger,
     PairingStore,
+    PasskeyStore,
     PendingStore,
+    PushStore,
     ReceiptStore,
     TemplateStore,
 )
+from voicegate.store.sql_passkeys import SqlPasskeys
+from voicegate.store.sql_push import SqlPush
 from voicegate.store.sql_receipts import SqlReceipts
 from voicegate.store.sql_templates import SqlTemplates
 
@@ -311,6 +315,8 @@ class SqlStore:
         self.fingerprints: FingerprintStore = SqlFingerprints(db)
         self.receipts: ReceiptStore = SqlReceipts(db)
         self.templates: TemplateStore = SqlTemplates(db)
+        self.passkeys: PasskeyStore = SqlPasskeys(db)
+        self.push: PushStore = SqlPush(db)
 
     async def start(self) -> None:
         """Connect and create the schema; raises ``StoreUnavailable`` when that fails."""

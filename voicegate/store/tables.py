@@ -50,6 +50,19 @@ def create_statements(*, serial: str, real: str, blob: str, sorted_text: str) ->
         "CREATE INDEX IF NOT EXISTS vg_templates_user ON vg_templates (user_id, created_at)",
         """CREATE TABLE IF NOT EXISTS vg_voice_flags (
             user_id TEXT PRIMARY KEY, hard INTEGER NOT NULL)""",
+        # Passkeys: public keys and counters only. Created on open, as the templates are.
+        f"""CREATE TABLE IF NOT EXISTS vg_passkeys (
+            ord {serial}, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
+            credential_id {blob} NOT NULL, public_key {blob} NOT NULL, sign_count BIGINT NOT NULL,
+            created_at {real} NOT NULL, device_id TEXT NOT NULL, name TEXT NOT NULL,
+            last_used_at {real})""",
+        "CREATE INDEX IF NOT EXISTS vg_passkeys_user ON vg_passkeys (user_id, created_at)",
+        # Web Push subscriptions, one per device; created on open like the templates.
+        f"""CREATE TABLE IF NOT EXISTS vg_push (
+            ord {serial}, device_id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
+            endpoint TEXT NOT NULL, p256dh TEXT NOT NULL, auth TEXT NOT NULL,
+            created_at {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS vg_push_user ON vg_push (user_id, created_at)",
         f"""CREATE TABLE IF NOT EXISTS vg_receipts (
             id TEXT PRIMARY KEY, user_id {sorted_text} NOT NULL, seq BIGINT NOT NULL,
             digest TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (user_id, seq))""",

@@ -141,7 +141,7 @@ def _meaning(
         and 1 <= alone.number <= cards
     ):
         return Decision(Kind.CHOOSE, card=alone.number)
-    if stage == Stage.FINAL and (numbers or Word.SOUND_ALIKE in words):
+    if stage != Stage.CHOOSE and (numbers or Word.SOUND_ALIKE in words):
         return refuse(Reason.NUMBER_ON_FINAL)
     if Word.SOUND_ALIKE in words:
         return refuse(Reason.SOUND_ALIKE)
@@ -161,7 +161,7 @@ def _meaning(
         if number is None or not 1 <= number <= cards:
             return refuse(Reason.OUT_OF_RANGE)
         return Decision(Kind.CHOOSE, card=number)
-    if stage == Stage.FINAL or cards == 1:
+    if stage != Stage.CHOOSE or cards == 1:
         return CONFIRM
     return refuse(Reason.AMBIGUOUS)
 

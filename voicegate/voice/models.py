@@ -134,6 +134,19 @@ def known() -> tuple[str, ...]:
     return tuple(sorted(SPECS))
 
 
+def check_languages(name: str, languages: tuple[str, ...]) -> None:
+    """``ModelError`` unless model ``name`` can hear every one of ``languages``: an English-only
+    model asked for Hindi would hear only English and decide the Hindi answers wrongly."""
+    spec = _spec(name)
+    missing = [lang for lang in languages if lang not in spec.languages]
+    if missing:
+        hears = " and ".join(spec.languages)
+        raise ModelError(
+            f"the model {name} hears only {hears}, not {', '.join(missing)}; "
+            "leave the model out to get one that hears every language asked for"
+        )
+
+
 def cache_dir() -> Path:
     """Where assembled models live (see the module docstring); never inside site-packages."""
     override = os.environ.get("VOICEGATE_MODEL_DIR")

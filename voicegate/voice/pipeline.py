@@ -11,13 +11,14 @@ already in the house, a new one is refused with ``BUSY``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from voicegate.errors import AudioRefused, Throttled
+from voicegate.errors import AudioRefused, HearingUnavailable, Refused, Throttled
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
@@ -28,6 +29,8 @@ from voicegate.voice.enrolment import meaning_text
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.taught import Taught
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
+
+logger = logging.getLogger(__name__)
 
 
 class Guard(Protocol):
@@ -184,6 +187,9 @@ class VoicePipeline:
             hearing = await self._hear(utterance)
         except _Busy:
             return self._refused(Reason.BUSY, timings, fingerprint_id)
+        except HearingUnavailable as exc:
+            logger.warning("voice answer refused: %s", exc)
+            return self._refused(Reason.HEARING_UNAVAILABLE, timings, fingerprint_id)
         timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
         transcript = reading_of(hearing.text, cards, stage, card_words)
@@ -232,7 +238,10 @@ class VoicePipeline:
             if getattr(self.transcriber, "scripted", False):
                 return Take(await asyncio.to_thread(self.transcriber.frames, clip.samples))
             asked = decision.question(Stage.CHOOSE, enrolment.MAX_CARD)
-            hearing = await self._hear(Utterance(clip.samples, self.languages, question=asked))
+            try:
+                hearing = await self._hear(Utterance(clip.samples, self.languages, question=asked))
+            except HearingUnavailable as exc:
+                raise Refused(Reason.HEARING_UNAVAILABLE, str(exc)) from None
             frames = hearing.frames
             if frames is None:
                 frames = await asyncio.to_thread(self.transcriber.frames, clip.samples)
@@ -314,6 +323,11 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
+# Model calls in flight at once when workers hear: the default thread pool's size on two
+# cores (min(32, cores + 4) = 6) less room for decoding and the store.
+REMOTE_CALLS = 4
+
+
 def default_model(languages: Sequence[str]) -> str:
     """The model for ``languages``: tiny.en for English alone, else the multilingual base."""
     return "tiny.en" if tuple(languages) == ("en",) else "base"
@@ -326,21 +340,45 @@ def default_pipeline(
     languages: Sequence[str] = ("en",),
     device: str = "auto",
     templates: TemplateStore | None = None,
+    hearing: str = "",
+    hearing_timeout: float = 30.0,
 ) -> VoicePipeline:
     """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
-    answers from ``templates`` when given.
+    answers from ``templates`` when given; with ``hearing`` (a NATS URL), the recogniser runs
+    on workers (``voicegate.hearing``) and everything else here.
 
     ``model`` defaults to ``default_model(languages)``.
-    Raises ``ModelError`` when the model is not installed or does not verify.
+    Raises ``ModelError`` when the model is not installed or does not verify, ``ConfigError``
+    when NATS cannot be reached.
     """
     from voicegate.voice.enrolment import StoreEnrolments
     from voicegate.voice.fingerprint import ReplayGuard
-    from voicegate.voice.whisper import FasterWhisperTranscriber
 
     langs = tuple(languages)
-    transcriber = FasterWhisperTranscriber(model or default_model(langs), device=device)
+    name = model or default_model(langs)
+    transcriber: Transcriber
+    workers = 1
+    if hearing:
+        from voicegate.hearing.remote import NatsHearing
+
+        remote = NatsHearing(hearing, name, deadline=hearing_timeout)
+        remote.start()
+        transcriber = remote
+        # Each model call waits on the network, not the CPU: keep several in flight, so
+        # several workers hear at once.
+        workers = REMOTE_CALLS
+    else:
+        from voicegate.voice.whisper import FasterWhisperTranscriber
+
+        transcriber = FasterWhisperTranscriber(name, device=device)
     taught = StoreEnrolments(templates, transcriber.model) if templates is not None else None
-    return VoicePipeline(transcriber, ReplayGuard(fingerprints), languages=langs, enrolments=taught)
+    return VoicePipeline(
+        transcriber,
+        ReplayGuard(fingerprints),
+        languages=langs,
+        enrolments=taught,
+        workers=workers,
+    )
 
 
 def as_json(result: VoiceResult) -> dict[str, object]:

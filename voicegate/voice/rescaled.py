@@ -10,10 +10,17 @@ same word never lines up that closely for long.
 So the score of a query against one stored recording is:
 
 1. Both waveforms are band-passed again to 360-1600 Hz with a zero-phase filter, the band both
-   keep whichever of the scales below was applied (300-1800 Hz scaled by 0.915-1.09).
-2. The query is resampled by each of ``SCALES`` (1 % apart, 0.915-1.09, a little past ±8 %),
-   ranked by the ``QUICK`` loudest windows alone; the best two are refined in ``FINE`` steps
-   (0.125 %); the three best get step 4.
+   keep for a change of up to about ±10 % (300-1800 Hz scaled by 0.9-1.11 keeps 333-1620 Hz).
+   At the ends of the search below (scaled by 0.861-1.184: 355-1550 Hz) the rescaled query
+   lacks the band's top 50 Hz; docs/voice.md gives how many such replays are refused.
+2. The query is resampled by each of ``SCALES`` (1 % apart through 1.0, 0.861-1.184: a speed
+   change of 0.845-1.161, a little past ±15 %), ranked by the ``QUICK`` loudest windows alone;
+   the best two are refined in ``FINE`` steps (0.125 %); the three best get step 4. Both
+   waveforms went through the fingerprint's causal 300-1800 Hz band-pass, the upload at its
+   own, scaled frequencies, so each rescaled query has that filter's phase put right
+   (``_unphase``): at a change of 15 % it kept replays under the thresholds at their exact
+   scale. For the ranking of the scales, the query is band-passed and put right once for the
+   nearest of ``CENTRES`` before it is rescaled, not once per scale.
 3. The query is cut into 32 ms windows every 16 ms; each window's normalised correlation with
    the stored waveform is taken at every lag and every half lag, and interpolated between
    those. Whole lags alone are too coarse for a band reaching 1.6 kHz at 4 kHz: read at its
@@ -41,22 +48,29 @@ constants were chosen by hand from small samples of all four speakers, before th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy import fft
 from scipy.ndimage import maximum_filter1d
-from scipy.signal import butter, resample_poly, sosfilt, sosfilt_zi
+from scipy.signal import butter, resample_poly, sosfilt, sosfilt_zi, sosfreqz
 
 Floats = npt.NDArray[np.float64]
 Singles = npt.NDArray[np.float32]
 
 RATE = 4000  # the fingerprint's sample rate (fingerprint.RATE)
-_COMMON = butter(6, [360.0, 1600.0], btype="bandpass", fs=RATE, output="sos")
+COMMON = (360.0, 1600.0)  # Hz (step 1)
+# The band-pass the stored waveform and the upload went through (``fingerprint._BAND``): causal,
+# so its phase, read at the scaled frequencies of a rate change, is undone (``_unphase``).
+STORED_BAND = butter(4, [300.0, 1800.0], btype="bandpass", fs=RATE, output="sos")
+_COMMON = butter(6, COMMON, btype="bandpass", fs=RATE, output="sos")
 _ZI = sosfilt_zi(_COMMON)
 PAD = 64  # samples of odd extension each side of the zero-phase filter (16 ms)
-SCALES = np.exp(np.linspace(np.log(0.915), np.log(1.09), 19))
+# 1 % apart through 1.0 (a codec replay that the exact stage missed has no rate change), from
+# 0.861 to 1.184: a speed change s is undone at the scale 1 / s, so 0.845-1.161.
+SCALES = 1.01 ** np.arange(-15, 18)
 FINE = tuple(k * 0.00125 for k in (-4, -3, -2, -1, 1, 2, 3, 4))  # around a coarse scale
 REFINE = 2  # coarse scales refined
 WINDOW = 128  # 32 ms at 4 kHz: several pitch periods, shorter than a WSOLA segment
@@ -74,8 +88,22 @@ CLOSE_THRESHOLD = 0.71
 NEAR = 0.9  # window correlation from which a window starts to count as near-exact
 UP = 4  # the query is oversampled this much once, then read at each scale
 CANDIDATES = 4  # shortlisted recordings given the full score, ranked by ``rank``
-RANK_SCALES = np.exp(np.linspace(np.log(0.915), np.log(1.09), 9))  # 2.2 % apart
+RANK_SCALES = 1.022 ** np.arange(-7, 9)  # 2.2 % apart through 1.0, 0.859-1.190
 RANK_WINDOWS = 4  # loudest windows per scale in that ranking
+# A replay's scale lies within half a ranking step (1.1 %) of the nearest of ``RANK_SCALES``,
+# and the ranking may prefer the next one: ``score`` searches 1.5 steps either side of it (7 of
+# ``SCALES``, not 33: the scale search was half a score's time).
+AROUND = 1.5 * math.log(1.022)
+# The scale search reads the query band-passed before it is rescaled, to the common band as the
+# nearest of these scales will move it: at most 7.6 % off for any of ``SCALES`` (1.184 / 1.1).
+# With the band unmoved, 18 % off at the ends, the loudest windows of a `speed 0.85` replay
+# matched no better at its own scale than at others (docs/voice.md, "Replay fingerprint").
+CENTRES = (1 / 1.1, 1.0, 1.1)
+_CENTRED = {
+    c: butter(6, [COMMON[0] / c, COMMON[1] / c], btype="bandpass", fs=RATE, output="sos")
+    for c in CENTRES
+}
+_ZIS = {c: sosfilt_zi(sos) for c, sos in _CENTRED.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,27 +128,30 @@ def prepare(wave: npt.NDArray[np.float32]) -> Floats:
     return _band(np.asarray(wave, dtype=np.float64))
 
 
-def _band(x: Floats) -> Floats:
-    """``x`` in the common band, zero-phase: scipy's ``sosfiltfilt`` with its start state
-    computed once, not on every call (it was half the cost of a score)."""
+def _band(x: Floats, sos: Floats = _COMMON, zi: Floats = _ZI) -> Floats:
+    """``x`` in the common band (or the band of ``sos``, whose start state is ``zi``),
+    zero-phase: scipy's ``sosfiltfilt`` with its start state computed once, not on every call
+    (it was half the cost of a score)."""
     if len(x) <= 3 * WINDOW:
         return x
     ext = np.concatenate([2 * x[0] - x[PAD:0:-1], x, 2 * x[-1] - x[-2 : -PAD - 2 : -1]])
-    y, _ = sosfilt(_COMMON, ext, zi=_ZI * ext[0])
+    y, _ = sosfilt(sos, ext, zi=zi * ext[0])
     y = y[::-1]
-    y, _ = sosfilt(_COMMON, y, zi=_ZI * y[0])
+    y, _ = sosfilt(sos, y, zi=zi * y[0])
     return np.asarray(y[::-1][PAD:-PAD], dtype=np.float64)
 
 
-def rank(query: npt.NDArray[np.float32], stored: list[Floats], k: int) -> list[int]:
-    """Indices of the ``k`` prepared waveforms that the query's loudest windows match best at
-    one of ``RANK_SCALES``: a cheaper ``score`` that keeps the original among the first few.
-    The windows' spectra are taken once for each FFT size, not once for each waveform."""
+def rank(query: npt.NDArray[np.float32], stored: list[Floats], k: int) -> list[tuple[int, float]]:
+    """The ``k`` prepared waveforms that the query's loudest windows match best at one of
+    ``RANK_SCALES``, each as its index and that scale: a cheaper ``score`` that keeps the
+    original among the first few, and tells ``score`` where to look. The windows' spectra are
+    taken once for each FFT size, not once for each waveform."""
     if len(query) < 2 * WINDOW or not stored:
         return []
     fine = resample_poly(np.asarray(query, dtype=np.float64), UP, 1)
     picked: list[Floats] = []
     weights: list[Floats] = []
+    scales: list[float] = []
     for r in RANK_SCALES:
         x = _rescaled(fine, float(r))
         if len(x) < WINDOW:
@@ -129,10 +160,12 @@ def rank(query: npt.NDArray[np.float32], stored: list[Floats], k: int) -> list[i
         loud = np.argsort(energy)[-RANK_WINDOWS:]
         picked.append(frames[loud])
         weights.append(energy[loud] / energy[loud].sum())
+        scales.append(float(r))
     if not picked:
         return []
     frames = np.concatenate(picked)
     found = np.zeros(len(stored))
+    where = np.ones(len(stored))
     spectra: dict[int, npt.NDArray[np.complex64]] = {}  # the windows' spectra, by FFT size
     for i, wave in enumerate(stored):
         if len(wave) < WINDOW:
@@ -141,12 +174,13 @@ def rank(query: npt.NDArray[np.float32], stored: list[Floats], k: int) -> list[i
         if target.size not in spectra:
             spectra[target.size] = _spectra(frames, target.size)
         peaks = _peaks(_correlations(frames, target, spectra[target.size]))
-        start, best = 0, 0.0
-        for w in weights:
-            best = max(best, float((peaks[start : start + len(w)] * w).sum()))
+        start = 0
+        for w, r in zip(weights, scales, strict=True):
+            here = float((peaks[start : start + len(w)] * w).sum())
+            if here > found[i]:
+                found[i], where[i] = here, r
             start += len(w)
-        found[i] = best
-    return [int(i) for i in np.argsort(-found)[:k]]
+    return [(int(i), float(where[i])) for i in np.argsort(-found)[:k]]
 
 
 class _Stored:
@@ -169,18 +203,21 @@ class _Stored:
         self.inverse = self.inverse.astype(np.float32)
 
 
-def score(query: npt.NDArray[np.float32], stored: Floats) -> Score:
-    """How well ``query`` lines up with the prepared ``stored`` waveform after a rate change."""
+def score(query: npt.NDArray[np.float32], stored: Floats, near: float | None = None) -> Score:
+    """How well ``query`` lines up with the prepared ``stored`` waveform after a rate change
+    (``near``: the scale ``rank`` found; only ``SCALES`` within ``AROUND`` of it are searched)."""
     if len(query) < 2 * WINDOW or len(stored) < WINDOW:
         return NOTHING
     wave = np.asarray(query, dtype=np.float64)
     fine = resample_poly(wave, UP, 1)
-    # The scales are ranked on the query band-passed once, before it is rescaled: the band's
-    # edges move by the scale (at most 9 %), which the ranking does not need to see, and the
-    # filter on every rescaled copy was a quarter of a score's time.
-    banded = resample_poly(_band(wave), UP, 1)
+    # The scales are ranked on the query band-passed before it is rescaled, once for each of
+    # ``CENTRES``: the filter on every rescaled copy was a quarter of a score's time.
+    banded = {
+        c: resample_poly(_band(_unphase(wave, c, 1.0), sos, _ZIS[c]), UP, 1)
+        for c, sos in _CENTRED.items()
+    }
     target = _Stored(stored)
-    coarse = [float(r) for r in SCALES]
+    coarse = [float(r) for r in SCALES if near is None or abs(math.log(r / near)) <= AROUND]
     best = sorted(zip(_quick(banded, coarse, target), coarse, strict=True), reverse=True)
     best = best[:REFINE]
     fine_scales = sorted({r * (1 + f) for _, r in best for f in FINE})
@@ -196,13 +233,45 @@ def _rescaled(fine: Floats, r: float, band: bool = True) -> Floats:
 
     Linear interpolation of the oversampled waveform (at 16 kHz the band below 1.8 kHz comes
     through within a few per cent, far cheaper than a polyphase filter per scale), then the
-    common band, so energy the stored waveform cannot have is not counted (``band=False``:
-    the caller band-passed the query already).
+    stored band's phase put right (``_unphase``) and the common band, so energy the stored
+    waveform cannot have is not counted (``band=False``: the caller band-passed the query
+    already, and put its phase right for a scale near ``r``).
     """
     n = int((len(fine) / UP - 1) / r)
     at = np.arange(n) * (r * UP)
     x = np.interp(at, np.arange(len(fine)), fine)
-    return _band(x) if band else np.asarray(x, dtype=np.float64)
+    return _band(_unphase(x, 1.0, 1 / r)) if band else np.asarray(x, dtype=np.float64)
+
+
+def _unphase(x: Floats, a: float, b: float) -> Floats:
+    """``x`` with the phase of ``STORED_BAND`` at ``b`` times each frequency replaced by its
+    phase at ``a`` times it.
+
+    The upload went through that causal band-pass at its own frequencies, the stored waveform
+    at the original ones. After a speed change s, read back at the original frequencies
+    (``a = 1``, ``b = s``), the two differ by the filter's phase at f and at s f: at s = 0.85,
+    near its edges, by a large part of a cycle, which kept a replay's windows under 0.95 even
+    at its exact scale (docs/voice.md, "Replay fingerprint"). Before the rescaling, for a scale
+    near ``c``, ``a = c`` and ``b = 1``.
+    """
+    if a == b or len(x) == 0:
+        return x
+    size = 1 << (len(x) + 4 * WINDOW - 1).bit_length()  # room for the filter's ringing
+    freqs = np.asarray(np.fft.rfftfreq(size, 1 / RATE), dtype=np.float64)
+    turn = np.exp(1j * (_phase(freqs * a) - _phase(freqs * b)))
+    return np.asarray(fft.irfft(fft.rfft(x, size) * turn, size)[: len(x)], dtype=np.float64)
+
+
+# The phase of ``STORED_BAND``, unwrapped, every 0.5 Hz up to the Nyquist frequency: read by
+# interpolation, as working it out for every call was a sixth of the rate stage's time.
+_GRID = np.linspace(0.0, RATE / 2, RATE + 1)
+_PHASE = np.unwrap(np.angle(sosfreqz(STORED_BAND, worN=_GRID, fs=RATE)[1]))
+
+
+def _phase(freqs: Floats) -> Floats:
+    """The phase of ``STORED_BAND`` at ``freqs`` (Hz; past the Nyquist frequency, its value
+    there)."""
+    return np.asarray(np.interp(freqs, _GRID, _PHASE), dtype=np.float64)
 
 
 def _windows(x: Floats) -> tuple[Floats, Floats]:
@@ -270,14 +339,19 @@ def _peaks(out: Singles) -> Floats:
     return np.asarray(np.clip(_parabola(left, out[rows, k], right), 0.0, 1.0), dtype=np.float64)
 
 
-def _quick(banded: Floats, scales: list[float], target: _Stored) -> list[float]:
+def _centre(r: float) -> float:
+    """The one of ``CENTRES`` nearest to the scale ``r`` (in ratio)."""
+    return min(CENTRES, key=lambda c: abs(math.log(r / c)))
+
+
+def _quick(banded: dict[float, Floats], scales: list[float], target: _Stored) -> list[float]:
     """For each scale: the energy-weighted best correlation of the ``QUICK`` loudest windows
-    of the (band-passed, oversampled) query, lags unconstrained. All scales go through one
-    batched FFT."""
+    of the oversampled query, band-passed for the nearest of ``CENTRES``, lags unconstrained.
+    All scales go through one batched FFT."""
     picked: list[Floats] = []
     weights: list[Floats] = []
     for r in scales:
-        x = _rescaled(banded, r, band=False)
+        x = _rescaled(banded[_centre(r)], r, band=False)
         if len(x) < WINDOW:
             picked.append(np.zeros((1, WINDOW)))
             weights.append(np.ones(1))

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -37,7 +37,10 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from voicegate.device.edge import MAX_DETAIL, validation_detail
 from voicegate.device.enrol import enrol_router
+from voicegate.device.passkeys import passkey_router
+from voicegate.device.push import push_router
 from voicegate.device.routes import device_router
+from voicegate.errors import ConfigError
 from voicegate.gate.core import Gate
 from voicegate.gate.quota import agent_id
 from voicegate.housekeeping import keep_tidy
@@ -47,6 +50,12 @@ from voicegate.mcp.policy import Policy
 from voicegate.mcp.read_pass import ReadPass
 from voicegate.mcp.server import GatedTools, GateOptions, build_server
 from voicegate.mcp.upstream import UpstreamError, UpstreamPool, UpstreamSpec
+from voicegate.mcp.upstream_failures import Failure
+from voicegate.notify import vapid
+from voicegate.notify.dispatch import Dispatcher
+from voicegate.notify.notice import Notifier
+from voicegate.notify.webhook import Webhook
+from voicegate.notify.webpush import WebPush
 from voicegate.observe import CONTENT_TYPE, Events
 from voicegate.reasons import NEXT_STEP, Reason
 from voicegate.secrets import Secret
@@ -60,11 +69,28 @@ from voicegate.web.approve import approve_router
 from voicegate.web.read_route import ReadRoute
 
 logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Watched(Protocol):
+    """A recogniser whose hearing happens elsewhere (``voicegate.hearing.remote.NatsHearing``),
+    reported on /healthz and /metrics."""
+
+    on_heard: Callable[[float], None] | None
+
+    def workers(self) -> int: ...
+
+    def depth(self) -> int: ...
+
+
+# Upstream failures that retrying cannot mend: the gate refuses to start on them.
+_NEVER_STARTS = frozenset({Failure.NOT_FOUND, Failure.NOT_STARTED})
 # Seconds a stopping server spends on a last try at outcomes the store did not take.
 SHUTDOWN_FLUSH_S = 5.0
 
-# Twice the largest arguments canonical hashing accepts (1 MiB): a bigger tools/call could never
-# be approved, and the MCP SDK would otherwise read any body whole into memory.
+# About twice the largest arguments a write takes (canonical.ARGUMENTS_BYTES, 1 MiB less 1 KiB):
+# a bigger tools/call could never be approved, and the MCP SDK would otherwise read any body
+# whole into memory.
 MAX_MCP_BYTES = 2 * 1024 * 1024
 
 if TYPE_CHECKING:  # the model runtime is imported only by whoever builds a pipeline
@@ -81,6 +107,8 @@ class Assembly:
     tools: GatedTools
     config: ServerConfig
     reads: ReadPass
+    # Sends notices (Web Push, webhooks) as the gate proposes and releases.
+    dispatcher: Dispatcher
 
 
 def build_app(
@@ -101,6 +129,15 @@ def build_app(
     events = Events()
     pool = UpstreamPool(upstream)
     catalog = Catalog(pool, policy)
+    notifiers: list[Notifier] = []
+    push_key = ""
+    if config.push:
+        vapid_key = config.vapid_key or vapid.generate()
+        push_key = vapid.public_key(vapid_key)
+        notifiers.append(WebPush(store, vapid_key, subject=config.push_subject(), clock=clock))
+    approve_url = config.base_url + "/approve"
+    notifiers.extend(Webhook(url, approve_url=approve_url) for url in config.webhooks)
+    dispatcher = Dispatcher(notifiers, store, clock=clock)
     gate = Gate(
         store,
         executor=events.timed(catalog.execute),
@@ -108,12 +145,13 @@ def build_app(
         receipt_keys=keys,
         device_refusal=catalog.device_refusal,
         risk_of=catalog.risk_of,
+        step_of=catalog.step_of,
+        relying_party=config.relying_party(),
         clock=clock,
         limits=config.proposal_limits,
+        on_news=dispatcher.news,
     )
-    options = GateOptions(
-        user=config.user, approve_url=config.base_url + "/approve", agent=agent_id(config.token)
-    )
+    options = GateOptions(user=config.user, approve_url=approve_url, agent=agent_id(config.token))
     tools = GatedTools(
         gate,
         catalog,
@@ -144,10 +182,15 @@ def build_app(
             pairing_limits=config.pairing_limits,
             max_voice_in_flight=config.max_voice_in_flight,
             body_timeout=config.body_timeout,
+            push_public_key=push_key,
         ),
         events=events,
     )
-    assembly = Assembly(services, pool, catalog, tools, config, reads)
+    assembly = Assembly(services, pool, catalog, tools, config, reads, dispatcher)
+    # A pipeline whose recogniser hears on workers reports them (the eval's scripted one has none).
+    heard_on = getattr(voice, "transcriber", None)
+    if isinstance(heard_on, Watched):
+        heard_on.on_heard = events.watch_hearing(heard_on.workers, heard_on.depth)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -158,7 +201,18 @@ def build_app(
                 logger.info("%s", catalog.reads_line())
                 for warn, line in catalog.policy_lines():
                     logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
+                if policy.steps and gate.relying_party is None:
+                    logger.warning(
+                        "--high-risk-step asks for passkeys, but %s is an address, not a name: "
+                        "every passkey step will be refused; give --public-url a domain name",
+                        config.base_url,
+                    )
             except UpstreamError as exc:
+                if exc.failure in _NEVER_STARTS:
+                    # A command that is not there, or cannot be run, will not be there on the
+                    # first call either: refuse to start rather than serve a gate with nothing
+                    # behind it.
+                    raise ConfigError(f"the upstream cannot start: {exc.detail}") from None
                 # Not fatal: the pool reconnects on first use; the collision check runs then.
                 logger.warning("upstream not reachable at start: %s", exc.detail)
             # A lone process settles its own interrupted releases at once; replicas sharing a
@@ -168,11 +222,16 @@ def build_app(
             if settled:
                 logger.warning("%d interrupted writes settled", settled)
             tidy = asyncio.create_task(keep_tidy(gate, lease=config.release_lease))
+            watch = asyncio.create_task(dispatcher.watch())
             try:
                 async with manager.run():
                     yield
             finally:
                 tidy.cancel()
+                watch.cancel()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(dispatcher.drain(), timeout=SHUTDOWN_FLUSH_S)
+                await dispatcher.close()
                 # One last try at outcomes still unrecorded; what the store still refuses stays
                 # ``executing`` and the next start settles it.
                 with contextlib.suppress(TimeoutError):
@@ -200,6 +259,8 @@ def build_app(
     app.include_router(_metrics(events, config.metrics_tokens()))
     app.include_router(device_router(services))
     app.include_router(enrol_router(services))
+    app.include_router(passkey_router(services))
+    app.include_router(push_router(services))
     app.include_router(approve_router(services))
     if config.trusted_proxies:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies))
@@ -281,11 +342,16 @@ def _health(assembly: Assembly) -> APIRouter:
     async def healthz() -> dict[str, Any]:
         """Liveness, how many upstream sessions this process has opened, and how many agent
         reads the gate's own read path answered (HTTP and stdio fronts together)."""
-        return {
+        health: dict[str, Any] = {
             "status": "ok",
             "upstream_sessions": assembly.pool.connects,
             "reads_answered": assembly.reads.answered,
         }
+        heard_on = getattr(assembly.services.voice, "transcriber", None)
+        if isinstance(heard_on, Watched):
+            # Hearing on workers: how many this gate hears from, and what waits for them.
+            health["hearing"] = {"workers": heard_on.workers(), "queue_depth": heard_on.depth()}
+        return health
 
     return router
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 
 from fastapi import APIRouter, Response
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from voicegate.services import Services
 
@@ -48,13 +48,18 @@ def _assets() -> dict[str, tuple[bytes, str]]:
 
 
 def approve_router(services: Services | None = None) -> APIRouter:
-    """``GET /approve`` and its assets; not part of the API schema.
+    """``GET /approve`` and its assets, and ``GET /`` leading to it; not part of the API schema.
 
     The page needs nothing from ``services``; the parameter keeps one factory shape for routers.
     """
     page = _read("approve.html")
     assets = _assets()
     router = APIRouter(include_in_schema=False)
+
+    @router.get("/")
+    async def root() -> RedirectResponse:
+        # Someone who types the server's address should land on the page, not on a 404.
+        return RedirectResponse("/approve", status_code=307)
 
     @router.get("/approve")
     async def approve() -> HTMLResponse:

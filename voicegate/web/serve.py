@@ -37,6 +37,10 @@ class Voice:
 
     model: str | None = None
     languages: tuple[str, ...] = ("en",)
+    # A NATS URL: recogniser workers hear the answers (``voicegate worker``); "" hears here.
+    hearing: str = ""
+    # How long one answer waits for a worker's hearing before it is refused (remote.DEADLINE).
+    hearing_timeout: float = 30.0
 
 
 async def serve(
@@ -67,11 +71,13 @@ async def serve(
         # The port is taken first: a busy one is said at once, before the recogniser loads and
         # before any upstream connection is tried. An agent that connects before the banner
         # waits in the backlog instead of failing.
-        with listen(config.host, config.port) as sock:
+        with listen(config.host, config.port) as sock, contextlib.ExitStack() as closing:
             # --port 0 listens where the system chose; the banner and the app name that port.
             config = replace(config, port=int(sock.getsockname()[1]))
             pipeline = _pipeline(store, voice)
             if pipeline is not None:
+                # A recogniser that holds a connection (hearing on workers) lets it go last.
+                closing.callback(getattr(pipeline.transcriber, "close", lambda: None))
                 # The pipeline's own queue must not refuse what the device routes admitted.
                 pipeline.max_waiting = config.max_voice_in_flight
             app = build_app(config, upstream=upstream, policy=policy, store=store, voice=pipeline)
@@ -132,7 +138,12 @@ def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
     from voicegate.voice.pipeline import default_pipeline
 
     return default_pipeline(
-        store.fingerprints, model=voice.model, languages=voice.languages, templates=store.templates
+        store.fingerprints,
+        model=voice.model,
+        languages=voice.languages,
+        templates=store.templates,
+        hearing=voice.hearing,
+        hearing_timeout=voice.hearing_timeout,
     )
 
 

@@ -1,15 +1,24 @@
 // The approve page: pair once, then show this user's waiting cards and send signed answers.
 // Modules: device.js (key and signed requests), pairing.js, cards.js (one set on screen),
-// voice.js (the Speak button), recorder.js (the microphone), teach.js and answers.js
-// ("Teach my answers"), texts.js (what the page says), dom.js (helpers).
+// outcome.js (results in their set, closed sets), voice.js (the Speak button), recorder.js
+// (the microphone), teach.js and answers.js ("Teach my answers"), passkeys.js (passkeys and the
+// passkey step), texts.js (what the page says), help.js ("How to answer"), forget.js, notify.js
+// (notifications; sw.js is the service worker behind them), dom.js (helpers).
 
 import { $, el, say } from "/approve/dom.js";
-import { forgetDevice, loadDevice, now, postJson, session, signedFetch } from "/approve/device.js";
+import {
+  forgetDevice, loadDevice, now, postJson, session, signedFetch, syncTo,
+} from "/approve/device.js";
 import { bindPairing } from "/approve/pairing.js";
 import { buildSet, tick as tickSets } from "/approve/cards.js";
-import { answerLines, cardLabels, setLabel, timeWords } from "/approve/texts.js";
+import { closeSet, showIn } from "/approve/outcome.js";
+import { answerLines, closedLine, timeWords } from "/approve/texts.js";
 import { speakButton } from "/approve/voice.js";
 import { bindTeach, teachFor } from "/approve/teach.js";
+import { assertFor, bindPasskeys, loadPasskeys, showPasskeys } from "/approve/passkeys.js";
+import { bindHelp, speakWords } from "/approve/help.js";
+import { bindForget } from "/approve/forget.js";
+import { bindNotify, offerNotifications } from "/approve/notify.js";
 
 const POLL_MS = 1500;
 // Remembered in this browser: answers from here come from a switch interface.
@@ -27,6 +36,10 @@ const state = {
   polling: null,
   ticker: null,
   serverVoice: true, // false once /device/pending says this server takes no spoken answers
+  yesByVoice: true, // false where a yes is a tap only (Hindi on: the base model)
+  // A set to open on (``?set=ID``, from a notification), and whether to make Speak ready.
+  focusSet: new URLSearchParams(location.search).get("set"),
+  focusVoice: new URLSearchParams(location.search).get("voice") === "1",
 };
 
 // Whether this page offers Speak: a voice device, on a server that has a recogniser.
@@ -41,18 +54,19 @@ function showKind() {
   }
   $("device-line").textContent = `Answering for ${session.device.user} (${kind}).`;
   $("speak-help").hidden = !speaks();
+  speakWords(state.yesByVoice);
   teachFor(speaks() ? session.device : null);
 }
 
 function nameOf(set) {
-  return setLabel(set) + (state.suffix.get(set.id) || "");
+  return set.name + (state.suffix.get(set.id) || "");
 }
 
 // The name of what an answer was about: the card it chose, else its set.
 function nameFor(pendingId, card) {
   const set = state.sets.get(pendingId) || state.gone.get(pendingId);
   if (!set) return "the request";
-  if (card && set.cards.length > 1) return cardLabels(set.cards)[card - 1];
+  if (card && set.cards.length > 1) return set.cards[card - 1].label;
   return nameOf(set);
 }
 
@@ -68,6 +82,9 @@ function showPairing(message = "") {
   $("cards-section").hidden = true;
   $("receipts-box").hidden = true;
   $("forget").hidden = true;
+  showPasskeys(false);
+  $("notify-box").hidden = true;
+  $("paired-line").textContent = "";
   teachFor(null);
   $("device-line").textContent = "This device is not paired yet.";
   $("pair-error").textContent = message;
@@ -78,7 +95,9 @@ function showCards() {
   $("cards-section").hidden = false;
   $("receipts-box").hidden = false;
   $("forget").hidden = false;
+  showPasskeys(true);
   showKind();
+  offerNotifications();
   startPolling();
   loadReceipts();
 }
@@ -111,9 +130,12 @@ async function poll() {
       }
       return;
     }
+    syncTo(body.server_time);
     const serverVoice = body.voice !== false;
-    if (serverVoice !== state.serverVoice) {
+    const yesByVoice = serverVoice && body.yes_by_voice !== false;
+    if (serverVoice !== state.serverVoice || yesByVoice !== state.yesByVoice) {
       state.serverVoice = serverVoice;
+      state.yesByVoice = yesByVoice;
       showKind();
     }
     render(body.sets);
@@ -127,6 +149,9 @@ async function poll() {
 function articleOf(id) {
   return $("sets").querySelector(`[data-pending-id="${CSS.escape(id)}"]`);
 }
+
+// The open sets on the page (closed ones stay a while, to show what happened).
+const openArticles = () => [...$("sets").querySelectorAll("article.set:not(.closed)")];
 
 // Focus goes to the next card's Approve (else the one before), never to <main>.
 function focusAfter(next, previous) {
@@ -144,8 +169,7 @@ function render(sets) {
   for (const set of sets) {
     seen.add(set.id);
     if (!state.sets.has(set.id)) {
-      const label = setLabel(set);
-      const twins = [...state.sets.values()].filter((s) => setLabel(s) === label).length;
+      const twins = [...state.sets.values()].filter((s) => s.name === set.name).length;
       if (twins) state.suffix.set(set.id, ` (request ${twins + 1})`);
       news.push(set);
     }
@@ -157,16 +181,19 @@ function render(sets) {
       fresh.dataset.signature = signature;
       if (article) {
         const hadFocus = article.contains(document.activeElement);
+        // The result region stays the same node, so what it says now is not lost or re-read.
+        fresh.querySelector(".set-result").replaceWith(article.querySelector(".set-result"));
         article.replaceWith(fresh);
         if (hadFocus) fresh.querySelector(".approve").focus();
       } else {
-        container.append(fresh);
+        // New sets come before the closed ones kept below them.
+        container.insertBefore(fresh, container.querySelector("article.closed"));
       }
       article = fresh;
     }
     article.dataset.deadline = String(set.deadline);
   }
-  for (const article of [...container.children]) {
+  for (const article of openArticles()) {
     const id = article.dataset.pendingId;
     if (seen.has(id)) continue;
     const hadFocus = article.contains(document.activeElement);
@@ -175,12 +202,8 @@ function render(sets) {
     const gone = state.sets.get(id);
     if (gone) state.gone.set(id, gone);
     state.sets.delete(id);
-    article.remove();
-    if (gone && !state.answered.has(id)) {
-      say(now() >= gone.deadline
-        ? `Time ran out for ${nameOf(gone)}. Nothing ran.`
-        : `${nameOf(gone)} is no longer waiting: it was withdrawn, or answered on another device.`);
-    }
+    closeSet(article, gone ? nameOf(gone) : "the request", null, () => focusAfter(null, null));
+    if (gone && !state.answered.has(id)) whyClosed(article, gone);
     if (hadFocus) refocus = [next, previous];
   }
   for (const set of news) {
@@ -188,7 +211,39 @@ function render(sets) {
   }
   $("empty").hidden = sets.length > 0;
   if (refocus) focusAfter(...refocus);
+  focusAsked();
   tick();
+}
+
+// A set closed without this page's answer: the server says why (its time ran out, the agent
+// took it back, another device answered), shown in the set and read out.
+async function whyClosed(article, gone) {
+  let status = now() >= gone.deadline ? "expired" : "";
+  try {
+    const response = await signedFetch("GET", `/device/sets/${encodeURIComponent(gone.id)}`);
+    if (response.ok) status = (await response.json()).status;
+  } catch (err) {
+    // Unreachable: the deadline says whether the time ran out; otherwise "no longer waiting".
+  }
+  const line = closedLine(status, nameOf(gone));
+  showIn(article, [line]);
+}
+
+// Opened from a notification (``?set=ID``, ``&voice=1``): focus goes to that set's Speak
+// when voice was asked for, else to its Approve; once.
+function focusAsked() {
+  if (!state.focusSet) return;
+  const article = articleOf(state.focusSet);
+  if (!article || article.classList.contains("closed")) return;
+  const target = (state.focusVoice && article.querySelector(".speak")) ||
+    article.querySelector(".approve");
+  state.focusSet = null;
+  if (!target) return;
+  target.scrollIntoView({ block: "center" });
+  target.focus();
+  if (state.focusVoice && target.classList.contains("speak")) {
+    showIn(article, [{ cls: "", text: "Press Speak, then say your answer." }]);
+  }
 }
 
 function buildArticle(set) {
@@ -202,7 +257,7 @@ function buildArticle(set) {
     expand: (number) => expandedOf(set.id).add(number),
     moreTime: () => moreTime(set.id),
     cancel: (event) => tapAnswer(set.id, "cancel", null, event),
-    speak: voice ? speakButton(set.id, name, sendVoice, microphoneFailed) : null,
+    speak: voice ? speakButton(set.id, name, sendVoice, () => microphoneFailed(set.id)) : null,
   });
 }
 
@@ -257,17 +312,35 @@ function approve(pendingId, number, event) {
   if (card.shortened && !expandedOf(pendingId).has(number)) {
     const item = articleOf(pendingId).querySelector(`li[data-card="${number}"]`);
     item.querySelector(".expand").click();
-    // Shown where every answer's result is, so it is seen as well as heard (#result is a
-    // polite live region itself, so it is not also said through #announce).
-    const box = showResult([el("p", { class: "next-step" },
+    // Shown in the set, beside the button pressed, so it is seen as well as heard (the set's
+    // result region is a polite live region itself, so it is not also said through #announce).
+    showIn(articleOf(pendingId), [{ cls: "next-step", text:
       "Part of this card was hidden. All of it is shown now: read it, then press Approve " +
-      "again if it is right.")]);
-    box.dataset.reason = "";
-    box.dataset.released = "false";
+      "again if it is right." }]);
     return;
   }
-  if (set.stage === "final") tapAnswer(pendingId, "confirm", null, event);
+  if (set.stage === "passkey") passkeyAnswer(pendingId, event);
+  else if (set.stage === "final") tapAnswer(pendingId, "confirm", null, event);
   else tapAnswer(pendingId, "choose", number, event);
+}
+
+// The passkey step: the browser's prompt, then the assertion (or why there is none) as a
+// signed answer; the server checks it against the set, the step's nonce and the action.
+async function passkeyAnswer(pendingId, event) {
+  const set = state.sets.get(pendingId);
+  if (!set) return;
+  const input = inputOf(event);
+  showResult(pendingId, [{ cls: "", text: "Confirm with your passkey: follow your phone's prompt." }]);
+  const made = await assertFor(set);
+  const response = await postJson("/device/passkey", {
+    pending_id: pendingId, nonce: set.nonce, input, shown: [...expandedOf(pendingId)], ...made,
+  });
+  const body = await response.json();
+  settled(body);
+  if (body.pending_id) showAnswer(body);
+  else showRefusal(pendingId, body);
+  if (body.reason === "no_passkey") loadPasskeys();
+  poll();
 }
 
 function settled(body) {
@@ -294,14 +367,15 @@ async function moreTime(pendingId) {
   const response = await postJson("/device/more-time", { pending_id: pendingId });
   const body = await response.json();
   if (!response.ok) {
-    showRefusal(body);
+    showRefusal(pendingId, body);
     return;
   }
   moved(pendingId, body.deadline);
   const left = body.extensions_left;
-  showResult([el("p", { class: "ok" },
-    `More time for ${name}: ${timeWords(body.seconds_left)} left now.`),
-  el("p", {}, `${left} more extension${left === 1 ? "" : "s"} left.`)]);
+  showResult(pendingId, [{ cls: "ok",
+    text: `More time for ${name}: ${timeWords(body.seconds_left)} left now.` },
+  { cls: "", text: `${left} more extension${left === 1 ? "" : "s"} left.` }]);
+  loadReceipts();
 }
 
 function moved(pendingId, deadline) {
@@ -314,25 +388,23 @@ function moved(pendingId, deadline) {
 
 function showAnswer(body) {
   const name = nameFor(body.pending_id, body.card);
-  const parts = answerLines(body, name).map((line) => el("p", { class: line.cls || undefined },
-    line.text, ...(line.heard !== undefined ? [el("q", { class: "heard" }, line.heard)] : [])));
-  const box = showResult(parts);
-  box.dataset.reason = body.reason || "";
-  box.dataset.released = String(Boolean(body.released));
+  showResult(body.pending_id, answerLines(body, name, state.yesByVoice), body);
 }
 
-function showRefusal(body) {
-  const box = showResult([el("p", { class: "no" }, "Nothing ran."),
-    el("p", { class: "next-step" }, body.next_step || "Please try again.")]);
-  box.dataset.reason = body.reason || "";
-  box.dataset.released = "false";
+function showRefusal(pendingId, body) {
+  showResult(pendingId, [{ cls: "no", text: "Nothing ran." },
+    { cls: "next-step", text: body.next_step || "Please try again." }], body);
 }
 
-function showResult(parts) {
-  const box = $("result");
-  box.replaceChildren(...parts);
+// ``lines`` in the set ``pendingId``'s own result region (texts.js's shape).
+function showResult(pendingId, lines, body = {}) {
+  const article = articleOf(pendingId);
+  if (article) {
+    showIn(article, lines, { reason: body.reason || "", released: Boolean(body.released) });
+  } else {
+    say(lines.map((line) => line.text + (line.heard || "")).join(" "));
+  }
   loadReceipts();
-  return box;
 }
 
 async function loadReceipts() {
@@ -346,21 +418,21 @@ async function loadReceipts() {
 
 // ---- voice --------------------------------------------------------------------------------
 
-function microphoneFailed() {
-  showResult([el("p", { class: "no" }, "The microphone is not available."),
-    el("p", {}, "Allow the microphone for this page, or tap Approve instead.")]);
+function microphoneFailed(pendingId) {
+  showResult(pendingId, [{ cls: "no", text: "The microphone is not available." },
+    { cls: "", text: "Allow the microphone for this page, or tap Approve instead." }]);
 }
 
 async function sendVoice(pendingId, blob) {
   const set = state.sets.get(pendingId);
   if (!set) return;
   if (!blob) {
-    showResult([el("p", { class: "no" }, "Too short to hear. Nothing was sent."),
-      el("p", {}, "Hold Speak while you say your answer, or press it once to start and once " +
-        "to stop.")]);
+    showResult(pendingId, [{ cls: "no", text: "Too short to hear. Nothing was sent." },
+      { cls: "", text: "Hold Speak while you say your answer, or press it once to start and " +
+        "once to stop." }]);
     return;
   }
-  showResult([el("p", {}, "Checking what you said…")]);
+  showResult(pendingId, [{ cls: "", text: "Checking what you said…" }]);
   const shown = [...expandedOf(pendingId)];
   // The signature covers the path and query: the server knows which full texts were shown.
   const path = shown.length ? `/device/voice?shown=${shown.join(",")}` : "/device/voice";
@@ -372,7 +444,7 @@ async function sendVoice(pendingId, blob) {
   const body = await response.json();
   settled(body);
   if (body.pending_id) showAnswer(body);
-  else showRefusal(body);
+  else showRefusal(pendingId, body);
   if (body.decision === "more_time" && !body.reason) moved(pendingId, body.deadline);
   poll();
 }
@@ -399,13 +471,17 @@ document.addEventListener("keydown", (event) => {
 async function start() {
   bindPairing((user) => {
     showCards();
-    say(`Paired. This device now answers for ${user}.`);
+    // Seen and heard (the line is a status region): pairing worked.
+    $("paired-line").textContent = `Paired. This device now answers for ${user}.`;
     $("cards-title").focus();
   });
   $("switch-mode").addEventListener("click", toggleSwitch);
   bindTeach();
+  bindPasskeys();
+  bindHelp();
+  bindNotify();
   showSwitchSetting(usesSwitch());
-  $("forget").addEventListener("click", async () => {
+  bindForget(async () => {
     await forgetDevice();
     showPairing("This browser forgot its key. Ask the operator to revoke the device too.");
     $("pair-code").focus();

@@ -52,8 +52,18 @@ function hex(bytes) {
   return Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// The header holds whole seconds: a finer offset (``syncTo``) that agrees with it is kept.
 export function syncClock(response) {
   const server = Number(response.headers.get("X-Voicegate-Time"));
+  if (!Number.isFinite(server) || server <= 0) return;
+  const offset = server - Date.now() / 1000;
+  if (session.offset < offset || session.offset >= offset + 1) session.offset = offset;
+}
+
+// The server's clock to the fraction of a second (``server_time`` of /device/pending), so a
+// countdown here ends when the server's deadline does.
+export function syncTo(serverTime) {
+  const server = Number(serverTime);
   if (Number.isFinite(server) && server > 0) session.offset = server - Date.now() / 1000;
 }
 

@@ -79,17 +79,25 @@ function finish(rec) {
 }
 
 // Hold-to-talk or press-to-record on ``button``: ``toggle()`` starts or stops; ``mine()`` says
-// whether the recording now running is this button's, so a long hold stops it on release.
-export function pressToRecord(button, toggle, mine) {
+// whether the recording now running is this button's, so a long hold stops it on release;
+// ``held()`` is called once a press has lasted long enough to be a hold (the button then says
+// to let go, not to press again).
+export function pressToRecord(button, toggle, mine, held = () => {}) {
   let byPointer = false;
+  let holding = null;
   button.addEventListener("pointerdown", (event) => {
     byPointer = true;
     event.preventDefault();
     toggle();
+    clearTimeout(holding);
+    holding = setTimeout(() => { if (active && mine()) held(); }, HOLD_MS);
   });
-  button.addEventListener("pointerup", () => {
+  const release = () => {
+    clearTimeout(holding);
     if (active && mine() && performance.now() - active.pressedAt > HOLD_MS) stop();
-  });
+  };
+  button.addEventListener("pointerup", release);
+  button.addEventListener("pointercancel", release);
   button.addEventListener("click", () => {
     // Keyboards, switches and screen readers click without a pointer: toggle.
     if (byPointer) { byPointer = false; return; }

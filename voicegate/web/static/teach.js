@@ -44,7 +44,12 @@ export function bindTeach() {
     view.redo = null;
     renderCurrent();
   });
-  pressToRecord($("teach-record"), toggleRecord, ours);
+  pressToRecord($("teach-record"), toggleRecord, ours, () => {
+    const record = $("teach-record");
+    record.textContent = "Listening… let go to stop";
+    record.setAttribute("aria-label", record.getAttribute("aria-label")
+      .replace("Listening… press to stop", "Listening… let go to stop"));
+  });
 }
 
 // Shown to a paired voice device; tap-only devices cannot teach (the server refuses them).

@@ -1,45 +1,11 @@
-// What the page says: names of cards and sets, times left, and the lines of an answer's result.
-// Pure functions of the server's JSON, so a test can check them without a server.
+// What the page says: times left, and the lines of an answer's result. Pure functions of the
+// server's JSON, so a test can check them without a server. The names of cards and sets come
+// from the server (``label`` and ``name`` in /device/pending, voicegate/gate/card.py ``names``):
+// each tells its card apart from the others and shows the agent's text escaped.
 
-const LABEL_CHARS = 30;
 // Reasons whose next step says nothing was heard: a transcript shown above them must not say
 // the opposite.
 const NOTHING_HEARD = new Set(["no_speech", "silent"]);
-
-function shortValue(value) {
-  const text = typeof value === "string" ? value : JSON.stringify(value);
-  return text.length > LABEL_CHARS ? `${text.slice(0, LABEL_CHARS - 1)}…` : text;
-}
-
-// One name per card, for buttons and announcements: "write_note 'shopping'". With several
-// cards, the first argument whose values differ tells them apart.
-export function cardLabels(cards) {
-  const keys = [...new Set(cards.flatMap((c) => Object.keys(c.arguments || {})))].sort();
-  const differing = cards.length > 1
-    ? keys.find((k) => new Set(cards.map((c) => JSON.stringify((c.arguments || {})[k]))).size > 1)
-    : undefined;
-  return cards.map((card) => {
-    const args = card.arguments || {};
-    const key = differing ?? Object.keys(args).sort()[0];
-    return key === undefined || args[key] === undefined
-      ? card.tool : `${card.tool} '${shortValue(args[key])}'`;
-  });
-}
-
-export function setLabel(set) {
-  const labels = cardLabels(set.cards);
-  if (set.stage === "final" && set.chosen) return labels[set.chosen - 1];
-  if (set.cards.length === 1) return labels[0];
-  // A choice the agent asked as a question (choose_one) is named by its question.
-  const tools = [...new Set(set.cards.map((c) => c.tool))].join(", ");
-  const question = Array.from((set.preview || "").trim()); // by character, never half an emoji
-  if (question.length) {
-    const short = question.length > 60
-      ? `${question.slice(0, 59).join("").trimEnd()}…` : question.join("");
-    return `“${short}” (one of ${set.cards.length}: ${tools})`;
-  }
-  return `one of ${set.cards.length}: ${tools}`;
-}
 
 export function timeWords(seconds) {
   const left = Math.max(0, Math.round(seconds));
@@ -57,7 +23,7 @@ export function meaningful(text) {
 }
 
 // The lines of one answer's result: [{cls, text, heard}], where ``heard`` marks the transcript.
-export function answerLines(body, name) {
+export function answerLines(body, name, yesByVoice = true) {
   const lines = [];
   const guess = (body.heard || [])[0] || "";
   const spoken = Array.isArray(body.heard) && body.heard.length > 0;
@@ -82,8 +48,14 @@ export function answerLines(body, name) {
     lines.push({ cls: "ok", text: `More time for ${name}: ${timeWords(body.seconds_left)} left.` });
   } else if (body.decision === "cancel" && !body.reason) {
     lines.push({ cls: "ok", text: `Cancelled ${name}. Nothing ran.` });
+  } else if (body.stage === "passkey" && !body.reason) {
+    lines.push({ cls: "ok", text: `Chosen: ${name}. To do it, press Approve again and confirm ` +
+      "with your passkey." });
   } else if (body.stage === "final" && !body.reason) {
-    lines.push({ cls: "ok", text: `Chosen: ${name}. To do it, press Approve again or say “yes”.` });
+    // Nothing ran yet: a step, not a success.
+    lines.push({ cls: "step", text: yesByVoice
+      ? `Chosen: ${name}. Nothing has run yet: to do it, press Approve again or say “yes”.`
+      : `Chosen: ${name}. Nothing has run yet: to do it, press Approve again.` });
   } else if (body.released) {
     lines.push({ cls: "no", text: `Approved, but it failed: ${name}.` });
     if (nextStep) lines.push({ cls: "next-step", text: nextStep });
@@ -92,4 +64,25 @@ export function answerLines(body, name) {
     if (nextStep) lines.push({ cls: "next-step", text: nextStep });
   }
   return lines;
+}
+
+// Why a set left the page without this page's answer, from its status (GET /device/sets/ID).
+export function closedLine(status, name) {
+  switch (status) {
+    case "expired":
+      return { cls: "no", text: `Time ran out for ${name}. Nothing ran.` };
+    case "withdrawn":
+      return { cls: "no", text: `${name} was taken back by the agent. Nothing ran.` };
+    case "cancelled":
+      return { cls: "no", text: `${name} was cancelled on another device. Nothing ran.` };
+    case "confirmed":
+      return { cls: "ok", text: `${name} was approved on another device, and done.` };
+    case "failed":
+      return { cls: "no", text: `${name} was approved on another device, but it failed.` };
+    case "executing":
+    case "unknown":
+      return { cls: "no", text: `${name} was approved on another device; it may have run.` };
+    default:
+      return { cls: "no", text: `${name} is no longer waiting.` };
+  }
 }

@@ -35,6 +35,10 @@ export function speakButton(pendingId, name, send, failed) {
     // The accessible name starts with the visible words (WCAG 2.5.3).
     button.setAttribute("aria-label", `Listening… press to stop, for ${name}`);
   };
-  pressToRecord(button, toggle, () => recording() && recording().owner === owner);
+  const held = () => {
+    button.textContent = "Listening… let go to stop";
+    button.setAttribute("aria-label", `Listening… let go to stop, for ${name}`);
+  };
+  pressToRecord(button, toggle, () => recording() && recording().owner === owner, held);
   return button;
 }
