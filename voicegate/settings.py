@@ -21,6 +21,7 @@ from voicegate.device.pairing import PairingLimits
 from voicegate.errors import ConfigError
 from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
+from voicegate.notify.mail import SmtpServer
 from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store import redact, sqlite_path
@@ -86,6 +87,11 @@ class ServerConfig:
     push_contact: str = ""
     # URLs each notice is POSTed to as JSON (``voicegate.notify.webhook``).
     webhooks: tuple[str, ...] = ()
+    # Users whose notices are also mailed, each with the address (``voicegate.notify.mail``).
+    mail_to: tuple[tuple[str, str], ...] = ()
+    # The SMTP server those mails go through, and the sender they come from.
+    smtp: SmtpServer | None = None
+    mail_from: str = ""
 
     def __repr__(self) -> str:
         """Every field, the store URL with its password masked (secrets mask themselves)."""
@@ -374,6 +380,48 @@ def webhooks_from(values: Sequence[str] | None) -> tuple[str, ...]:
             raise ConfigError(f"--webhook needs an http or https URL, not {value!r}")
         checked.append(value.strip())
     return tuple(checked)
+
+
+SMTP_PASSWORD_ENV = "VOICEGATE_SMTP_PASSWORD"
+# Where mail goes when ``--mail`` names users and ``--smtp`` no server: this machine's own
+# mail server, as cron and other daemons use.
+DEFAULT_SMTP = "smtp://localhost:25"
+
+
+def address_from(value: str, flag: str) -> str:
+    """One plain e-mail address (``name@domain``, no display name, no spaces) or a
+    ``ConfigError`` naming ``flag``."""
+    value = value.strip()
+    local, at, domain = value.rpartition("@")
+    if not at or not local or "." not in domain.strip(".") or any(c.isspace() for c in value):
+        raise ConfigError(f"{flag} needs an e-mail address such as ana@example.org, not {value!r}")
+    if any(c in value for c in '<>,;"\\()[]'):
+        raise ConfigError(f"{flag} takes a plain address, not {value!r}")
+    return value
+
+
+def mail_from(
+    to: Sequence[str] | None,
+    smtp: str | None,
+    sender: str | None,
+    env: Mapping[str, str] = os.environ,
+) -> tuple[tuple[tuple[str, str], ...], SmtpServer | None, str]:
+    """``--mail USER=ADDRESS`` values, ``--smtp`` and ``--mail-from`` checked: the users and
+    their addresses, the server (None when no user is mailed) and the sender."""
+    pairs: dict[str, str] = {}
+    for value in to or ():
+        user, eq, address = value.partition("=")
+        if not eq or not user.strip():
+            raise ConfigError(f"--mail needs USER=ADDRESS, not {value!r}")
+        pairs[user.strip()] = address_from(address, "--mail")
+    if not pairs:
+        if smtp or sender:
+            raise ConfigError("--smtp and --mail-from need --mail USER=ADDRESS: nobody to mail")
+        return (), None, ""
+    password = env.get(SMTP_PASSWORD_ENV)
+    server = SmtpServer.parse(smtp or DEFAULT_SMTP, Secret(password) if password else None)
+    checked_sender = address_from(sender, "--mail-from") if sender else f"voicegate@{server.host}"
+    return tuple(sorted(pairs.items())), server, checked_sender
 
 
 def push_contact_from(value: str) -> str:

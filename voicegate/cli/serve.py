@@ -36,6 +36,7 @@ from voicegate.settings import (
     body_timeout_from,
     keys_for,
     lease_from,
+    mail_from,
     metrics_token_from,
     proposal_limits_from,
     push_contact_from,
@@ -208,6 +209,25 @@ def _add_common(
         "topic; repeat for several",
     )
     parser.add_argument(
+        "--mail",
+        action="append",
+        metavar="USER=ADDRESS",
+        help="also mail USER's notices to ADDRESS (a summary and a link to the page, never a "
+        "way to approve); repeat for several users",
+    )
+    parser.add_argument(
+        "--smtp",
+        metavar="URL",
+        help="the mail server: smtp://[login@]host[:port] (STARTTLS; plain only to this "
+        "machine) or smtps://...; the password from $VOICEGATE_SMTP_PASSWORD "
+        "(default: smtp://localhost:25)",
+    )
+    parser.add_argument(
+        "--mail-from",
+        metavar="ADDRESS",
+        help="the sender of those mails (default: voicegate@ the mail server's host)",
+    )
+    parser.add_argument(
         "--proposal-limit",
         action="append",
         metavar="NAME=N",
@@ -336,6 +356,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
     """The server configuration the parsed flags and the environment describe."""
     # Said before anything starts: a store URL it cannot use, or one whose driver is missing.
     store_for(args.db)
+    mail_to, smtp, sender = mail_from(args.mail, args.smtp, args.mail_from)
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -356,6 +377,9 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         vapid_key=None if args.no_push else vapid_for(args.db),
         push_contact=push_contact_from(args.push_contact),
         webhooks=webhooks_from(args.webhook),
+        mail_to=mail_to,
+        smtp=smtp,
+        mail_from=sender,
     )
 
 

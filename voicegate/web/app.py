@@ -53,6 +53,7 @@ from voicegate.mcp.upstream import UpstreamError, UpstreamPool, UpstreamSpec
 from voicegate.mcp.upstream_failures import Failure
 from voicegate.notify import vapid
 from voicegate.notify.dispatch import Dispatcher
+from voicegate.notify.mail import Mail
 from voicegate.notify.notice import Notifier
 from voicegate.notify.webhook import Webhook
 from voicegate.notify.webpush import WebPush
@@ -107,7 +108,7 @@ class Assembly:
     tools: GatedTools
     config: ServerConfig
     reads: ReadPass
-    # Sends notices (Web Push, webhooks) as the gate proposes and releases.
+    # Sends notices (Web Push, webhooks, mail) as the gate proposes and releases.
     dispatcher: Dispatcher
 
 
@@ -137,6 +138,9 @@ def build_app(
         notifiers.append(WebPush(store, vapid_key, subject=config.push_subject(), clock=clock))
     approve_url = config.base_url + "/approve"
     notifiers.extend(Webhook(url, approve_url=approve_url) for url in config.webhooks)
+    if config.smtp is not None and config.mail_to:
+        to = dict(config.mail_to)
+        notifiers.append(Mail(config.smtp, to, sender=config.mail_from, approve_url=approve_url))
     dispatcher = Dispatcher(notifiers, store, clock=clock)
     gate = Gate(
         store,
