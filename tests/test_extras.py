@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ROOT
 from voicegate.cli import main
-from voicegate.errors import ConfigError, MissingExtra
+from voicegate.errors import DISTRIBUTION, ConfigError, MissingExtra
 from voicegate.extras import EXTRA_OF, need
 from voicegate.store import store_for
 
@@ -44,9 +44,9 @@ def test_each_extra_module_is_installed_by_the_extra_it_names() -> None:
 
 
 def test_the_dev_extra_brings_every_other_extra() -> None:
-    own = [r for r in EXTRAS["dev"] if r.startswith("voicegate[")]
+    own = [r for r in EXTRAS["dev"] if r.startswith(f"{DISTRIBUTION}[")]
     assert len(own) == 1
-    brought = set(own[0].removeprefix("voicegate[").removesuffix("]").split(","))
+    brought = set(own[0].removeprefix(f"{DISTRIBUTION}[").removesuffix("]").split(","))
     assert brought == set(EXTRAS) - {"dev"} == {"eval", "hindi", "postgres", "train"}
 
 
@@ -83,7 +83,7 @@ def test_a_command_on_postgresql_without_the_driver_names_the_extra_in_one_line(
 ) -> None:
     assert main([*argv, "--db", "postgresql://127.0.0.1:1/test"]) == 2
     said = capsys.readouterr().err
-    assert said.count("\n") == 1 and "pip install 'voicegate[postgres]'" in said
+    assert said.count("\n") == 1 and "pip install 'voicegate-mcp[postgres]'" in said
 
 
 def test_eval_without_its_extra_names_it_before_running(
@@ -94,4 +94,9 @@ def test_eval_without_its_extra_names_it_before_running(
     manifest.write_text("")
     assert main(["eval", "--manifest", str(manifest)]) == 2
     said = capsys.readouterr().err
-    assert said.count("\n") == 1 and "pip install 'voicegate[eval]'" in said
+    assert said.count("\n") == 1 and "pip install 'voicegate-mcp[eval]'" in said
+
+
+def test_the_distribution_is_named_once_and_installs_by_that_name() -> None:
+    assert PROJECT["name"] == DISTRIBUTION != "voicegate"
+    assert str(MissingExtra("x", "postgres")).endswith(f"pip install '{DISTRIBUTION}[postgres]'")

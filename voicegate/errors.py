@@ -68,12 +68,17 @@ class ConfigError(VoicegateError):
     """The configuration is unsafe or incomplete."""
 
 
+# The name the package is installed by: PyPI's ``voicegate`` is another project. The import
+# package and the command stay ``voicegate``.
+DISTRIBUTION = "voicegate-mcp"
+
+
 class MissingExtra(ConfigError):
     """What was asked needs an optional extra (``[postgres]``, ``[eval]``) not installed here."""
 
     def __init__(self, needs: str, extra: str) -> None:
         self.extra = extra
-        super().__init__(f"{needs} needs the {extra} extra: pip install 'voicegate[{extra}]'")
+        super().__init__(f"{needs} needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
 
 
 class HearingUnavailable(VoicegateError):

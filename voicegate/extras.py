@@ -1,6 +1,6 @@
 """The optional extras of the package and the modules each brings.
 
-A plain ``pip install voicegate`` runs the gate on SQLite or in memory. ``[postgres]`` brings
+A plain ``pip install voicegate-mcp`` runs the gate on SQLite or in memory. ``[postgres]`` brings
 the PostgreSQL driver; ``[eval]`` the corpus runner's progress bar and the report's plots;
 ``[hindi]`` the multilingual model (``voicegate.voice.models`` names it itself). Code that
 needs one imports its module through ``need``, so a missing extra is one ``MissingExtra``

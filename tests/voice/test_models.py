@@ -87,7 +87,7 @@ def test_the_hindi_model_missing_names_the_extra_that_installs_it(
     real = models.package_dir
     hidden = {pkg for f in models.SPECS["base"].files for pkg, _ in f.parts}
     monkeypatch.setattr(models, "package_dir", lambda p: None if p in hidden else real(p))
-    with pytest.raises(ModelError, match=r"pip install 'voicegate\[hindi\]'"):
+    with pytest.raises(ModelError, match=r"pip install 'voicegate-mcp\[hindi\]'"):
         models.assemble("base")
 
 
@@ -103,4 +103,4 @@ def test_verify_passes_without_an_optional_model_and_says_how_to_install_it(
     listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     assert listed["tiny.en"]["status"] == "ok"
     assert listed["base"]["status"] == "not_installed"
-    assert "voicegate[hindi]" in listed["base"]["problem"]
+    assert "voicegate-mcp[hindi]" in listed["base"]["problem"]

