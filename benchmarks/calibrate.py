@@ -54,7 +54,8 @@ KINDS = {(True, Stage.CHOOSE): "card", (False, Stage.CHOOSE): "yes", (False, Sta
 GRID = [round(0.5 + 0.01 * i, 2) for i in range(50)]
 # The prior log-odds of "anything else" tried at a choice among cards (``Calibration.other``):
 # from 0 (as Whisper scored it) to -5 by halves, then -6 and -8, where it counts for under 0.1 %
-# (on two machines' hearings the calibration split's best was reached by -5: docs/voice.md).
+# (on two machines' hearings the calibration split's best was reached by -5:
+# docs/voice-measurements.md).
 OTHER_GRID = [-i / 2 for i in range(11)] + [-6.0, -8.0]
 # Card thresholds ``fit --grid`` prints beside each prior.
 CARD_GRID = (0.94, 0.95, 0.96, 0.97)

@@ -301,7 +301,7 @@ def run_time(args: argparse.Namespace) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     """Both thresholds apart: replays of enrolment takes against the guard's history of them,
     and every new take against that history (false flags) and against the templates."""
-    import replay  # benchmarks/replay.py: the same transformations as docs/voice.md
+    import replay  # benchmarks/replay.py: the transformations of docs/voice-measurements.md
 
     from voicegate.errors import AudioRefused
     from voicegate.voice import fingerprint

@@ -12,7 +12,8 @@ them first), and the refusal cases the recogniser is nearest to releasing (the l
 is a release, at 0.5 or more; sound-alikes and replays left out), which is where a prompt that
 teaches the decoder to expect an answer shows first. "heard" counts the cases the recogniser
 heard (the rest were refused before it, at intake). Real speech (FSDD) is heard with
-``calibrate.py hear`` under the chosen prompt; docs/voice.md, "The question", has both.
+``calibrate.py hear`` under the chosen prompt; docs/voice-measurements.md, "One clip, one
+encoder pass", has both.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Measure the replay fingerprint on the spoken-digit corpus and print the table for docs/voice.md.
+"""Measure the replay fingerprint on the spoken-digit corpus; print the log's table.
+
+The table is in docs/voice-measurements.md, "Replay fingerprint".
 
     .venv/bin/python benchmarks/replay.py [--quick] [--corpus ../shared/corpus/fsdd]
 

@@ -3,14 +3,14 @@
     .venv/bin/python benchmarks/untold.py --out bench-out/untold.jsonl     # hear (resumable)
     .venv/bin/python benchmarks/untold.py --out bench-out/untold.jsonl --report
 
-Told the card question (``calibration.PROMPTS``; the table in docs/voice.md, "Weak spots", was
-measured when it was "One, two, three, four, five."), tiny.en hears some synthetic "tooth"s and
-"tool"s of the English corpus as a clean "Two." (its four false releases). This scores, for
-each clip and each card whose number has near misses in the lexicon ("tooth", "tool", "true"
-for two; "tree" for three; "fife" for five), the card's own readings and its near misses twice,
-told and untold, and prints the near misses' share of the two together. A veto on that share
-would stop a sound-alike only where real answers of the same number give it less: the report
-lists, for a few shares, how many real FSDD takes of "two", "three" and "five" (all four
+Told the card question (``calibration.PROMPTS``; the table in docs/voice-measurements.md, "Weak
+spots", was measured when it was "One, two, three, four, five."), tiny.en hears some synthetic
+"tooth"s and "tool"s of the English corpus as a clean "Two." (its four false releases). This
+scores, for each clip and each card whose number has near misses in the lexicon ("tooth",
+"tool", "true" for two; "tree" for three; "fife" for five), the card's own readings and its near
+misses twice, told and untold, and prints the near misses' share of the two together. A veto on
+that share would stop a sound-alike only where real answers of the same number give it less: the
+report lists, for a few shares, how many real FSDD takes of "two", "three" and "five" (all four
 speakers, all 50 takes) reach it, beside the corpus's English sound-alike cases.
 """
 
@@ -39,7 +39,7 @@ MANIFEST = ROOT / "fixtures" / "audio" / "corpus" / "manifest.jsonl"
 CARDS = 5
 SHARES = (0.04, 0.05, 0.085, 0.2, 0.5)
 # The corpus sound-alikes the shipped decision releases (docs/eval.md), and a near miss that
-# sets the card threshold (docs/voice.md, "The prior of anything else").
+# sets the card threshold (docs/voice.md, "Calibration").
 RELEASED = ("0283", "0285", "0514", "0656", "0806")
 
 

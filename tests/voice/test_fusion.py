@@ -254,8 +254,8 @@ def test_a_match_outside_the_winner_s_radius_may_lower_the_probability_never_rai
 
 
 def test_the_shipped_fusion_keeps_the_breath_noised_nine_below_the_card_threshold() -> None:
-    # Measured (docs/voice.md): heard "One." at 0.858, 1.34 times nearer "one" than anything
-    # else but outside its radius (1.64 > 1.42). Uncapped, a fitted ratio gave it 0.96.
+    # Measured (docs/voice-measurements.md): heard "One." at 0.858, 1.34 times nearer "one" than
+    # anything else but outside its radius (1.64 > 1.42). Uncapped, a fitted ratio gave it 0.96.
     nine = taught({ONE: 1.64, TWO: 2.2}, {ONE: 1.42, TWO: 2.5})
     got = fused_probability(SHIPPED.fusion, 0.858, nine, ONE, SHIPPED.fusion_limits)
     assert got is not None and got <= 0.858 < SHIPPED.card

@@ -490,7 +490,7 @@ async def test_a_yes_whose_question_mark_variant_is_close_is_confirmed() -> None
 
 
 # A real spoken "left" (speech_commands 0d53e045_nohash_0, a calibration speaker) as tiny.en heard
-# it on one machine (docs/voice.md, "Punctuation"): every score above -12, rounded.
+# it on one machine (docs/voice-measurements.md, "Punctuation"): every score above -12, rounded.
 LEFT_HEARD_YES = heard(
     "Yes.",
     (("yes", -1.59), ("okay", -8.34), ("no", -8.57), ("one", -10.36), ("five", -11.23)),

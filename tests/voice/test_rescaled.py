@@ -1,7 +1,7 @@
 """The rate stage on real spoken digits: replays it used to miss, and why it missed them.
 
 Each case below was a miss of benchmarks/replay_rate.py (nicolas and yweweler, every fifth
-clip, docs/voice.md) before the correlations were taken at half lags and before every
+clip, docs/voice-measurements.md) before the correlations were taken at half lags and before every
 shortlisted recording was ranked on its waveform.
 """
 

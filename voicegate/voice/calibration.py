@@ -5,8 +5,9 @@ recordings in ``../shared/corpus`` (FSDD speakers jackson and nicolas; speech_co
 whose id starts with 0 or 1): the lowest probability, from 0.50 up, at which that split released
 nothing wrongly, or, where a near miss of the English corpus needs more, one grid step above
 the highest near miss a threshold can stop (tiny.en's card). The figures on the other split are
-in docs/voice.md ("Calibration"), and how each number moved to where it is in
-docs/calibration-history.md. A model that is not listed releases nothing by voice.
+in docs/voice.md ("Current figures") and docs/voice-measurements.md ("Calibration"), and how
+each number moved to where it is in docs/calibration-history.md. A model that is not listed
+releases nothing by voice.
 """
 
 from __future__ import annotations
@@ -58,14 +59,14 @@ CALIBRATIONS: Mapping[str, Calibration] = {
 # per kind of question ("card": which of several cards; "yes": a yes-or-no question) and
 # language. A model's thresholds hold only for the prompts it was fitted with, so they live here.
 # A yes-or-no question has none: told "Yes or no?", tiny.en heard two spoken "left"s as "Yes."
-# (one of them "Thank you." untold), for 4 more right of 50 "yes" (docs/voice.md).
+# (one of them "Thank you." untold), for 4 more right of 50 "yes" (docs/voice-measurements.md).
 # A choice among cards is told its numbers, a way to say one ("the first one") and a "not",
 # so that the prompt does not teach the decoder that every answer is a card: told only
 # numbers and ordinals, tiny.en wrote espeak-ng's "not two" as "That's two." and "not three"
 # as "The third three." (card three at 0.915); told this prompt, it writes them as it did told
 # the numbers alone ("Not two.", and "That's free.", refused), and one "not two" the numbers
 # alone wrote "That's two." it writes "Not two." (not every prompt with a "not" keeps them:
-# docs/voice.md, "The question"; benchmarks/prompts.py).
+# docs/voice-measurements.md, "One clip, one encoder pass"; benchmarks/prompts.py).
 PROMPTS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
     "tiny.en": {"card": {"en": "One, two, three, four, five. The first one, not the second one."}},
 }

@@ -65,11 +65,12 @@ TRIM_DB = 25.0  # frames this far below the loudest are edge silence
 THRESHOLD = 0.92
 # The whitened score (``_whiten``): the highest of the fit speakers' (jackson, theo) pairs of
 # distinct takes that the exact score leaves under its threshold scored 0.852; the next round
-# value above it (docs/voice.md, "Replay fingerprint").
+# value above it (docs/voice-measurements.md, "Replay fingerprint").
 WHITE_THRESHOLD = 0.86
 # Magnitudes divided by the envelope to this power (flattened halfway), the envelope a moving
 # average this wide: the first setting tried; sharper ones that the fit speakers preferred
-# flagged 19-55 more new takes of the report speakers (docs/voice.md, "Replay fingerprint").
+# flagged 19-55 more new takes of the report speakers (docs/voice-measurements.md, "Replay
+# fingerprint").
 WHITE_POWER = 0.5
 WHITE_SMOOTH = 150.0  # Hz
 SHORTLIST = 100
@@ -186,7 +187,7 @@ def _exact_many(a: Vector, others: list[Vector]) -> npt.NDArray[np.float64]:
     as the whole one; the lag is still chosen by the raw correlation, which favours long
     overlaps, so a short chance match at an edge cannot win. The magnitude, because a copy with
     its sign flipped is the same recording (on the spoken-digit corpus, a new take's most
-    negative peak is lower than its most positive one: docs/voice.md).
+    negative peak is lower than its most positive one: docs/voice-measurements.md).
     """
     scores = np.zeros(len(others))
     if len(a) == 0 or not others:

@@ -44,7 +44,7 @@ def hypotheses(
     guess at the intonation: it means what the best transcript means, where every such
     question spelling together is less likely than the spellings of the words without it
     (else the question stands). On real speech_commands "yes" clips heard "Yes.", the "?"
-    spellings took 1-39 % of the probability (docs/voice.md, "Punctuation").
+    spellings took 1-39 % of the probability (docs/voice-measurements.md, "Punctuation").
     ``partial=False`` reads every text on its own (``benchmarks/phrases.py --compare``).
     """
     same = _merge(cards, stage)

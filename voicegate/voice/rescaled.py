@@ -82,8 +82,8 @@ QUICK = 8  # loudest windows that rank the scales before the full path
 PATHS = 3  # best-ranked scales that get the full path
 THRESHOLD = 0.95  # Score.mean
 # Score.close: the highest pair of distinct takes of the fit speakers scored 0.7005 (half of the
-# pairs of jackson and theo, docs/voice.md; 0.693 before the half lags); the next round value
-# above it.
+# pairs of jackson and theo, docs/voice-measurements.md; 0.693 before the half lags); the next
+# round value above it.
 CLOSE_THRESHOLD = 0.71
 NEAR = 0.9  # window correlation from which a window starts to count as near-exact
 UP = 4  # the query is oversampled this much once, then read at each scale
@@ -97,7 +97,8 @@ AROUND = 1.5 * math.log(1.022)
 # The scale search reads the query band-passed before it is rescaled, to the common band as the
 # nearest of these scales will move it: at most 7.6 % off for any of ``SCALES`` (1.184 / 1.1).
 # With the band unmoved, 18 % off at the ends, the loudest windows of a `speed 0.85` replay
-# matched no better at its own scale than at others (docs/voice.md, "Replay fingerprint").
+# matched no better at its own scale than at others (docs/voice-measurements.md, "Replay
+# fingerprint").
 CENTRES = (1 / 1.1, 1.0, 1.1)
 _CENTRED = {
     c: butter(6, [COMMON[0] / c, COMMON[1] / c], btype="bandpass", fs=RATE, output="sos")
@@ -251,8 +252,8 @@ def _unphase(x: Floats, a: float, b: float) -> Floats:
     at the original ones. After a speed change s, read back at the original frequencies
     (``a = 1``, ``b = s``), the two differ by the filter's phase at f and at s f: at s = 0.85,
     near its edges, by a large part of a cycle, which kept a replay's windows under 0.95 even
-    at its exact scale (docs/voice.md, "Replay fingerprint"). Before the rescaling, for a scale
-    near ``c``, ``a = c`` and ``b = 1``.
+    at its exact scale (docs/voice-measurements.md, "Replay fingerprint"). Before the
+    rescaling, for a scale near ``c``, ``a = c`` and ``b = 1``.
     """
     if a == b or len(x) == 0:
         return x

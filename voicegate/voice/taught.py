@@ -83,9 +83,10 @@ def fused_probability(
     0, would otherwise count as certainty). A match outside the user's radius of ``meaning``
     (farther than their own takes of it lie from each other) may lower the probability, never
     raise it above the recogniser's own: measured, a breath-noised "nine" heard "One." at 0.86
-    lay outside the radius of "one" and a fitted ratio still lifted it to 0.96 (docs/voice.md,
-    "Fusion with the recogniser"). None where the templates say nothing (``fusion_evidence``)
-    or the model has no fitted weights: then the recogniser decides alone.
+    lay outside the radius of "one" and a fitted ratio still lifted it to 0.96
+    (docs/voice-measurements.md, "Fusion with the recogniser"). None where the templates say
+    nothing (``fusion_evidence``) or the model has no fitted weights: then the recogniser
+    decides alone.
     """
     evidence = fusion_evidence(probability, taught, meaning)
     if weights is None or evidence is None:

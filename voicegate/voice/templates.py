@@ -21,7 +21,7 @@ recogniser still decides (``voicegate.voice.decision``).
 
 The constants were measured by ``benchmarks/enrol.py`` on tiny.en's encoder frames of the FSDD
 calibration speakers (jackson, nicolas) and reported on the others (theo, yweweler); see
-docs/voice.md, "Enrolment".
+docs/voice-measurements.md, "Enrolment".
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ BEAM = 5
 # decoder's cross-attention over all 1500 frames dominates their cost; over the clip plus 1 s
 # the ranking of readings was unchanged on FSDD, about 50x faster. The beam search keeps the
 # whole encoded window: trimmed after a 30 s encoding, it went from 17/30 to 6/30 right
-# (docs/voice.md). A short window (voice/windows.py) is encoded short instead.
+# (docs/voice-measurements.md). A short window (voice/windows.py) is encoded short instead.
 SCORE_TAIL_FRAMES = 50
 # CTranslate2 4.8 on CPU scored a batch attending over exactly 80 encoder frames 3 times (tiny.en)
 # to 8 times (base) slower than over 79 or 81, and no other length from 40 to 330 stood out
@@ -396,7 +396,7 @@ class FasterWhisperTranscriber:
         The batch runs as many steps as its longest member, so a one-token number beside a
         twelve-token Devanagari reading takes ten steps it does not need; one call for all was
         still faster than one call per sequence length, with the same scores to the last digit
-        (``benchmarks/forced.py``; docs/voice.md, "Measured").
+        (``benchmarks/forced.py``; docs/voice-measurements.md, "Measured").
         """
         import ctranslate2
 

@@ -1,8 +1,8 @@
 """The encoder window a clip is heard in: Whisper's full 30 s, or a short one around the clip.
 
 Pure: frame counts and token limits in, frame counts and token limits out. Encoder cost grows
-with the window, and on CPU the 30 s pass was most of a voice decision (docs/voice.md, "Short
-window"). Which window a model hears at is part of its calibration (``Calibration.window``):
+with the window, and on CPU the 30 s pass was most of a voice decision (docs/voice-measurements.md,
+"Short window"). Which window a model hears at is part of its calibration (``Calibration.window``):
 the thresholds were fitted on scores heard at that window.
 """
 
