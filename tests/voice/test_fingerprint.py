@@ -246,19 +246,19 @@ async def refused_after(fsdd: Path, *effect: str) -> list[Reason | None]:
 @pytest.mark.parametrize(
     "factor", ["1.04", "0.96", "1.08", "0.92", "1.10", "0.90", "1.12", "0.88", "1.15", "0.85"]
 )
-async def test_f6_speed_changed_replay_is_refused(fsdd: Path, factor: str) -> None:
+async def test_speed_changed_replay_is_refused(fsdd: Path, factor: str) -> None:
     assert await refused_after(fsdd, "speed", factor) == [Reason.AUDIO_REUSED] * 4
 
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("cents", ["68", "-68"])
-async def test_f6_pitch_changed_replay_is_refused(fsdd: Path, cents: str) -> None:
+async def test_pitch_changed_replay_is_refused(fsdd: Path, cents: str) -> None:
     # 68 cents is a 4 % change of pitch at the same duration.
     assert await refused_after(fsdd, "pitch", cents) == [Reason.AUDIO_REUSED] * 4
 
 
 @pytest.mark.corpus
-def test_f6_the_rate_stage_finds_the_original_among_other_takes(fsdd: Path) -> None:
+def test_the_rate_stage_finds_the_original_among_other_takes(fsdd: Path) -> None:
     library = Library()
     for n in range(20):
         library.add(f"take{n}", load(features(take(fsdd, f"4_nicolas_{n}"))))
@@ -269,7 +269,7 @@ def test_f6_the_rate_stage_finds_the_original_among_other_takes(fsdd: Path) -> N
 
 
 @pytest.mark.corpus
-def test_f6_new_takes_of_the_same_digit_pass_the_rate_stage(fsdd: Path) -> None:
+def test_new_takes_of_the_same_digit_pass_the_rate_stage(fsdd: Path) -> None:
     library = Library()
     for n in range(10):
         library.add(f"take{n}", load(features(take(fsdd, f"3_theo_{n}"))))
@@ -277,7 +277,7 @@ def test_f6_new_takes_of_the_same_digit_pass_the_rate_stage(fsdd: Path) -> None:
         assert library.match(load(features(take(fsdd, f"3_theo_{n}")))) is None
 
 
-def test_f6_a_rate_score_is_a_reuse_when_either_part_reaches_its_threshold() -> None:
+def test_a_rate_score_is_a_reuse_when_either_part_reaches_its_threshold() -> None:
     assert rescaled.Score(mean=0.96, close=0.1).reaches(0.95, 0.70)
     assert rescaled.Score(mean=0.90, close=0.75).reaches(0.95, 0.70)
     assert not rescaled.Score(mean=0.94, close=0.69).reaches(0.95, 0.70)
@@ -295,7 +295,7 @@ CLOSE_REPLAYS = [
 
 @pytest.mark.corpus
 @pytest.mark.parametrize(("name", "effect", "amount"), CLOSE_REPLAYS)
-def test_f6_a_wsola_replay_is_found_by_its_near_exact_windows(
+def test_a_wsola_replay_is_found_by_its_near_exact_windows(
     fsdd: Path, name: str, effect: str, amount: str
 ) -> None:
     digit, speaker, _ = name.split("_")
@@ -312,7 +312,7 @@ def test_f6_a_wsola_replay_is_found_by_its_near_exact_windows(
 
 
 @pytest.mark.corpus
-def test_f6_new_takes_stay_under_the_near_exact_threshold(fsdd: Path) -> None:
+def test_new_takes_stay_under_the_near_exact_threshold(fsdd: Path) -> None:
     # theo's "six" and "eight" hold the fit speakers' highest near-exact shares of new takes.
     for digit in ("6", "8"):
         stored = [
@@ -384,7 +384,7 @@ CORPUS_CLIPS = Path(__file__).resolve().parents[2] / "fixtures" / "audio" / "cor
 
 
 @pytest.mark.corpus
-async def test_f6_an_opus_8k_replay_with_pink_noise_is_refused(fsdd: Path) -> None:
+async def test_an_opus_8k_replay_with_pink_noise_is_refused(fsdd: Path) -> None:
     # Corpus case 0712 replays case 0439 (5_nicolas_20) through Opus at 8 kbit/s and pink noise
     # at 20 dB SNR: the exact stage scores it 0.888, the rate stage 0.838 (share 0.119); the
     # whitened score, 0.876, finds it (a known miss before that score).
