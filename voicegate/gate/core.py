@@ -8,7 +8,8 @@ of its own that reads the gate's parts (``wiring.Wiring``):
 - ``answers``: act on an answer that passed them;
 - ``release``: claim, spend, call the upstream once, append the receipt, record the result;
 - ``settlement``: settle the sets a crash left ``executing``;
-- ``approvals``: writes approved outside the card flow (a token, the client's own dialog).
+- ``approvals``: writes approved outside the card flow (a token, the client's own dialog);
+- ``grants``: "approve, and allow the same for a while": made on the device, spent here.
 
 A write runs at most once, and a crash anywhere in a release leaves a set that
 ``settle_interrupted`` settles without running it again.
@@ -20,12 +21,22 @@ import time
 from collections.abc import Callable, Sequence
 
 from voicegate.gate import answers, approvals, faults, proposals, quota, settlement
+from voicegate.gate import grants as granting
 from voicegate.gate.backlog import RETRY_DELAYS, Backlog
 from voicegate.gate.drafts import UNRECORDED
+from voicegate.gate.grants import GrantRules
 from voicegate.gate.outcome import Outcome
 from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.types import Check, Evidence, HighRiskStep, PendingSet, Receipt, Risk
+from voicegate.gate.types import (
+    Check,
+    Evidence,
+    Grant,
+    HighRiskStep,
+    PendingSet,
+    Receipt,
+    Risk,
+)
 from voicegate.gate.wiring import Executor
 from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
@@ -73,6 +84,8 @@ class Gate:
         limits: quota.ProposalLimits | None = quota.DEFAULT,
         on_step: Callable[[str], None] = faults.reach,
         on_news: Callable[[str, PendingSet], None] | None = None,
+        upstream: str = "",
+        grant_rules: GrantRules | None = None,
     ) -> None:
         if max_extensions < 10:
             raise ValueError("WCAG 2.2.1 asks for at least 10 extensions")
@@ -97,6 +110,8 @@ class Gate:
         self.limits = limits
         self.on_step = on_step
         self.on_news = on_news
+        self.upstream = upstream
+        self.grant_rules = grant_rules if grant_rules is not None else GrantRules()
 
     # -- proposing and reading: voicegate.gate.proposals --------------------------------------
 
@@ -186,6 +201,21 @@ class Gate:
     async def run_delegated(self, user: str, request: ActionRequest) -> Receipt:
         """Run at once, trusting the client's own dialog; the receipt says so."""
         return await approvals.run_delegated(self, user, request)
+
+    # -- grants: voicegate.gate.grants -------------------------------------------------------
+
+    async def use_grant(self, user: str, request: ActionRequest) -> tuple[Grant, Receipt] | None:
+        """Run ``request`` at once under a live grant of ``user`` it fits (the grant as spent,
+        and the receipt), or None: then it needs a card."""
+        return await granting.use(self, user, request.tool, request.arguments)
+
+    async def grants(self, user: str | None) -> list[Grant]:
+        """The live grants of ``user`` (everyone's when None), oldest first."""
+        return await self.store.grants.live(user, self.clock())
+
+    async def end_grant(self, grant_id: str, *, user: str | None) -> bool:
+        """End a grant now (of ``user`` only, when named); True when it was live."""
+        return await self.store.grants.end(grant_id, at=self.clock(), user=user)
 
     # -- after a crash: voicegate.gate.settlement ---------------------------------------------
 
