@@ -39,6 +39,8 @@ SIGNED_ROUTES = [
     ("/device/push", "get"),
     ("/device/push", "post"),
     ("/device/push", "delete"),
+    ("/device/grants", "get"),
+    ("/device/grants/{grant_id}", "delete"),
 ]
 
 

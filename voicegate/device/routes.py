@@ -24,6 +24,7 @@ from voicegate.device.auth import device_dependency
 from voicegate.device.edge import TIME_HEADER, limited_route, refusal, status_for
 from voicegate.device.models import (
     AnswerOut,
+    GrantOfferOut,
     MoreTimeIn,
     PairIn,
     PairOut,
@@ -45,6 +46,7 @@ from voicegate.gate.types import (
     Device,
     DeviceKind,
     Evidence,
+    GrantAsk,
     InputKind,
     Modality,
     Passkey,
@@ -122,7 +124,15 @@ def device_router(services: Services) -> APIRouter:
                 if held is None:
                     held = await services.store.passkeys.list(device.user)
                 ask = _passkey_ask(services, p, held)
-            out.append(PendingOut.of(p, now=now, max_extensions=gate.max_extensions, passkey=ask))
+            out.append(
+                PendingOut.of(
+                    p,
+                    now=now,
+                    max_extensions=gate.max_extensions,
+                    passkey=ask,
+                    grant=_grant_offer(services, p),
+                )
+            )
         pipeline = services.voice
         return PendingList(
             sets=out,
@@ -146,6 +156,8 @@ def device_router(services: Services) -> APIRouter:
         """Choose a card, confirm or cancel by touch, key or switch."""
         if body.decision == "choose" and body.card is None:
             raise Refused(Reason.BAD_REQUEST, "choose needs a card number")
+        if body.decision == "cancel" and body.grant is not None:
+            raise Refused(Reason.BAD_REQUEST, "a grant goes with a yes, never with cancel")
         await within_budget(device, "answer")
         await not_anothers(services, device, body.pending_id)
         decision = Decision(Kind(body.decision), body.card)
@@ -157,6 +169,7 @@ def device_router(services: Services) -> APIRouter:
             decision,
             InputKind(body.input),
             shown_in_full=frozenset(body.shown),
+            grant=GrantAsk(body.grant.minutes, body.grant.uses) if body.grant else None,
         )
         return answer_response(services, evidence, await gate.answer(evidence), heard=[])
 
@@ -378,6 +391,21 @@ def _passkey_ask(services: Services, pending: PendingSet, held: list[Passkey]) -
         origin=rp.origins[0] if rp else None,
         credentials=[b64url(p.credential_id) for p in held],
         timeout_ms=TIMEOUT_MS,
+    )
+
+
+def _grant_offer(services: Services, pending: PendingSet) -> GrantOfferOut | None:
+    """What a yes to ``pending`` may also allow again, where it may."""
+    gate = services.gate
+    offered = gate.grant_offer(pending)
+    if offered is None:
+        return None
+    fixed, varying = offered
+    return GrantOfferOut(
+        fixed=list(fixed),
+        varying=list(varying),
+        max_minutes=gate.grant_rules.max_minutes,
+        max_uses=gate.grant_rules.max_uses,
     )
 
 

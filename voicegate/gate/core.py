@@ -209,6 +209,11 @@ class Gate:
         and the receipt), or None: then it needs a card."""
         return await granting.use(self, user, request.tool, request.arguments)
 
+    def grant_offer(self, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The arguments a yes to ``pending`` could keep fixed and let vary under a grant, or
+        None where it may not make one."""
+        return granting.offer(self, pending)
+
     async def grants(self, user: str | None) -> list[Grant]:
         """The live grants of ``user`` (everyone's when None), oldest first."""
         return await self.store.grants.live(user, self.clock())

@@ -35,6 +35,7 @@ from voicegate.gate.types import (
     PendingSet,
     Receipt,
     Risk,
+    Stage,
 )
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
@@ -42,10 +43,13 @@ from voicegate.reasons import Reason
 __all__ = [
     "DEFAULT_MAX_MINUTES",
     "DEFAULT_MAX_USES",
+    "MOST_MINUTES",
+    "MOST_USES",
     "GrantRules",
     "fits",
     "fixed_hash",
     "make",
+    "offer",
     "parse_free",
     "refusal",
     "split",
@@ -58,6 +62,10 @@ __all__ = [
 DEFAULT_MAX_MINUTES = 10
 # A burst, not a stream: past ten repeats the user is asked again.
 DEFAULT_MAX_USES = 10
+# The most an operator may allow at all: a day, and a thousand repeats. Past that a grant is no
+# longer a repeat of one moment's yes but a standing permission, which is a policy (``--mode``).
+MOST_MINUTES = 1440
+MOST_USES = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +81,10 @@ class GrantRules:
     off: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.max_minutes < 0 or self.max_uses < 0:
-            raise ConfigError("--grant-max and --grant-max-uses are 0 or more")
+        if not 0 <= self.max_minutes <= MOST_MINUTES:
+            raise ConfigError(f"--grant-max is 0 to {MOST_MINUTES} minutes (0: no grants)")
+        if not 0 <= self.max_uses <= MOST_USES:
+            raise ConfigError(f"--grant-max-uses is 0 to {MOST_USES} (0: no grants)")
 
     def allows(self, tool: str) -> bool:
         """Whether grants may be made (and spent) for ``tool`` at all."""
@@ -144,6 +154,16 @@ def refusal(w: Wiring, pending: PendingSet, ask: GrantAsk) -> Reason | None:
     if not 1 <= ask.minutes <= rules.max_minutes or not 1 <= ask.uses <= rules.max_uses:
         return Reason.GRANT_BEYOND_LIMIT
     return None
+
+
+def offer(w: Wiring, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """What a yes to ``pending`` may allow again: the names of the arguments a grant would keep
+    fixed and of those that would vary; None where no grant may be asked for."""
+    if pending.stage is not Stage.CHOOSE or refusal(w, pending, GrantAsk(1, 1)) is not None:
+        return None
+    action = pending.actions[0]
+    fixed, varying = split(action.arguments, w.grant_rules.free_for(action.tool))
+    return tuple(sorted(fixed)), varying
 
 
 async def make(w: Wiring, evidence: Evidence, pending: PendingSet, receipt: Receipt) -> Grant:

@@ -8,11 +8,12 @@ do not call a read is a write, so a tool nobody thought about waits for the user
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from voicegate.errors import ConfigError
+from voicegate.gate.grants import GrantRules
 from voicegate.gate.types import HighRiskStep, Risk
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
@@ -40,8 +41,8 @@ class Classification:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob, and
-    the second step of a high-risk card per glob.
+    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob, the
+    second step of a high-risk card per glob, and the bounds on grants.
 
     The step defaults to another yes (``HighRiskStep.YES``): a passkey needs one registered
     first and a page served at a domain name (or localhost), so asking for it everywhere by
@@ -56,6 +57,7 @@ class Policy:
     default_mode: Mode = Mode.DEVICE
     steps: tuple[tuple[str, HighRiskStep], ...] = ()
     default_step: HighRiskStep = HighRiskStep.YES
+    grants: GrantRules = field(default_factory=GrantRules)
 
     def classify(self, tool: str, *, read_only_hint: bool | None = None) -> Classification:
         """Classify ``tool``; ``read_only_hint`` is what the upstream claims about it."""
@@ -219,6 +221,8 @@ def policy_lines(policy: Policy, tools: Mapping[str, bool]) -> list[tuple[bool, 
         ("--high-risk", policy.high_risk),
         ("--mode", tuple(glob for glob, _ in policy.modes)),
         ("--high-risk-step", tuple(glob for glob, _ in policy.steps)),
+        ("--grant-free", tuple(glob for glob, _ in policy.grants.free)),
+        ("--no-grants", policy.grants.off),
     )
     unmatched = [
         f"{flag} {glob!r}"
