@@ -117,6 +117,9 @@ class Reason(StrEnum):
     GRANT_OFF = "grant_off"
     GRANT_BEYOND_LIMIT = "grant_beyond_limit"
     UNKNOWN_GRANT = "unknown_grant"
+    # approving several single cards with one answer
+    ALL_SEVERAL_CARDS = "all_several_cards"
+    ALL_HIGH_RISK = "all_high_risk"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -238,6 +241,10 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.GRANT_BEYOND_LIMIT: "Nothing ran: that is longer or more times than this server "
     "allows; choose less, or approve just this once.",
     Reason.UNKNOWN_GRANT: "No such live grant of yours; list your grants again.",
+    Reason.ALL_SEVERAL_CARDS: "Nothing ran: a choice among several cards is answered on its "
+    "own; answer it, then approve the rest.",
+    Reason.ALL_HIGH_RISK: "Nothing ran: a high-risk action is approved on its own; answer it, "
+    "then approve the rest.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
     Reason.HEARING_UNAVAILABLE: "No recogniser answered in time; say it again in a moment, or tap.",

@@ -310,6 +310,21 @@ class TapIn(_In):
     )
 
 
+class AllItem(_In):
+    """One of the sets an "Approve all" answers: its id, its nonce, the cards shown in full."""
+
+    pending_id: str = Field(max_length=100)
+    nonce: str = Field(max_length=200)
+    shown: list[Annotated[int, Field(ge=1, le=5)]] = Field(default_factory=list, max_length=5)
+
+
+class ApproveAllIn(_In):
+    """Approve each of several waiting one-card sets, shown on this device, with one answer."""
+
+    sets: list[AllItem] = Field(min_length=2, max_length=10)
+    input: Literal["touch", "key", "switch"] = "touch"
+
+
 class PushKeys(_In):
     """The browser's keys of a subscription (RFC 8291), base64url."""
 
@@ -382,6 +397,12 @@ class AnswerOut(BaseModel):
             receipt_id=outcome.receipt.id if outcome.receipt else None,
             grant=GrantOut.of(outcome.grant, now=now) if outcome.grant else None,
         )
+
+
+class AllOut(BaseModel):
+    """What an "Approve all" did to each set, in the order asked."""
+
+    answers: list[AnswerOut]
 
 
 class ReceiptOut(BaseModel):

@@ -23,7 +23,9 @@ from voicegate import limits
 from voicegate.device.auth import device_dependency
 from voicegate.device.edge import TIME_HEADER, limited_route, refusal, status_for
 from voicegate.device.models import (
+    AllOut,
     AnswerOut,
+    ApproveAllIn,
     GrantOfferOut,
     MoreTimeIn,
     PairIn,
@@ -172,6 +174,34 @@ def device_router(services: Services) -> APIRouter:
             grant=GrantAsk(body.grant.minutes, body.grant.uses) if body.grant else None,
         )
         return answer_response(services, evidence, await gate.answer(evidence), heard=[])
+
+    @router.post("/approve-all", response_model=AllOut, openapi_extra=SIGNED)
+    async def approve_all(body: ApproveAllIn, device: Device = signed) -> AllOut:
+        """Approve each of several waiting one-card sets this device showed, with one signed
+        answer: each is released once, with its own receipt. Refused whole, before any runs,
+        where a set is several cards or high-risk."""
+        for item in body.sets:
+            await not_anothers(services, device, item.pending_id)
+        # Each set approved is an answer, and spends one from the answer budgets.
+        spent: list[limits.What] = ["answer"] * len(body.sets)
+        await within_budget(device, *spent)
+        evidences = [
+            new_evidence(
+                services,
+                device,
+                item.pending_id,
+                item.nonce,
+                Decision(Kind.CHOOSE, 1),
+                InputKind(body.input),
+                shown_in_full=frozenset(item.shown),
+            )
+            for item in body.sets
+        ]
+        outcomes = await gate.answer_all(evidences)
+        now = clock()
+        for evidence, outcome in zip(evidences, outcomes, strict=True):
+            _report(services, evidence, outcome)
+        return AllOut(answers=[AnswerOut.of(o, now=now, heard=[]) for o in outcomes])
 
     @router.post(
         "/voice",

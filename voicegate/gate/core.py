@@ -5,7 +5,7 @@ of its own that reads the gate's parts (``wiring.Wiring``):
 
 - ``proposals``: open a set, read it, give it more time, cancel or withdraw it;
 - ``checks``: the named checks an answer must pass, pure;
-- ``answers``: act on an answer that passed them;
+- ``answers``: act on an answer that passed them (``batch``: one answer for several cards);
 - ``release``: claim, spend, call the upstream once, append the receipt, record the result;
 - ``settlement``: settle the sets a crash left ``executing``;
 - ``approvals``: writes approved outside the card flow (a token, the client's own dialog);
@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from voicegate.gate import answers, approvals, faults, proposals, quota, settlement
+from voicegate.gate import answers, approvals, batch, faults, proposals, quota, settlement
 from voicegate.gate import grants as granting
 from voicegate.gate.backlog import RETRY_DELAYS, Backlog
 from voicegate.gate.drafts import UNRECORDED
@@ -170,6 +170,16 @@ class Gate:
         if outcome.released and self.on_news is not None:
             self.on_news("released", outcome.pending)
         return outcome
+
+    async def answer_all(self, evidences: Sequence[Evidence]) -> list[Outcome]:
+        """One answer that approves several one-card sets, each released on its own; refused
+        whole where any is several cards or high-risk (``voicegate.gate.batch``)."""
+        outcomes = await batch.approve_all(self, evidences)
+        if self.on_news is not None:
+            for outcome in outcomes:
+                if outcome.released:
+                    self.on_news("released", outcome.pending)
+        return outcomes
 
     # -- other ways in: voicegate.gate.approvals ----------------------------------------------
 
