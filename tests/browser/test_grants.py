@@ -46,11 +46,14 @@ def test_a_grant_made_by_tap_is_shown_used_and_ended(
     choice.wait_for()
     what = article.locator(".grant .muted")
     expect(what).to_contain_text("Stays exactly as on this card: name. May change: text.")
-    expect(article.get_by_label("at most")).to_have_value("5")
+    expect(article.get_by_label("How many times, at most")).to_be_hidden()
     assert_targets_are_large(page)
     assert audit(page, axe_source, "grant-offered", "light") == []
 
     choice.check()
+    expect(article.get_by_label("How long")).to_have_value("10")
+    expect(article.get_by_label("How many times, at most")).to_have_value("5")
+    assert audit(page, axe_source, "grant-ticked", "light") == []
     approve_button(page, proposed).click()
     expect_success(page, "write_note 'shopping'", proposed)
     expect(article.locator(".set-result")).to_contain_text(

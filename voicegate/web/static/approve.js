@@ -16,6 +16,7 @@ import { answerLines, closedLine, timeWords } from "/approve/texts.js";
 import { speakButton } from "/approve/voice.js";
 import { bindTeach, teachFor } from "/approve/teach.js";
 import { assertFor, bindPasskeys, loadPasskeys, showPasskeys } from "/approve/passkeys.js";
+import { allStatus, eligible, showAll } from "/approve/all.js";
 import {
   anyGrants, grantAsked, grantChoice, grantLine, loadGrants, showGrants,
 } from "/approve/grants.js";
@@ -220,6 +221,7 @@ function render(sets) {
     say(`New request: ${nameOf(set)}. ${timeWords(set.deadline - now())} to answer.`);
   }
   $("empty").hidden = sets.length > 0;
+  showAll(sets);
   if (refocus) focusAfter(...refocus);
   focusAsked();
   tick();
@@ -374,6 +376,39 @@ async function tapAnswer(pendingId, decision, card, event) {
   poll();
 }
 
+// "Approve all N": one signed answer for each waiting single card; each set shows its own result.
+async function approveAll(event) {
+  const ready = eligible(state.sets.values());
+  if (ready.length < 2) return;
+  // A yes applies only to what was on screen: cards cut for display open first.
+  const cut = ready.filter((set) => set.cards[0].shortened && !expandedOf(set.id).has(1));
+  if (cut.length) {
+    for (const set of cut) articleOf(set.id).querySelector("li[data-card=\"1\"] .expand").click();
+    allStatus("Some cards were cut short. All of each is shown now: read them, then press " +
+      "Approve all again.");
+    return;
+  }
+  allStatus("");
+  const response = await postJson("/device/approve-all", {
+    input: inputOf(event),
+    sets: ready.map((set) => ({ pending_id: set.id, nonce: set.nonce,
+      shown: [...expandedOf(set.id)] })),
+  });
+  const body = await response.json();
+  if (!response.ok) {
+    allStatus(`Nothing ran. ${body.next_step || "Please try again."}`);
+    return;
+  }
+  for (const answer of body.answers) {
+    settled(answer);
+    showAnswer(answer);
+  }
+  const done = body.answers.filter((a) => a.released).length;
+  allStatus(`Approved ${done} of ${body.answers.length}.`);
+  say(`Approved ${done} of ${body.answers.length}.`);
+  poll();
+}
+
 async function moreTime(pendingId) {
   const name = nameFor(pendingId);
   const response = await postJson("/device/more-time", { pending_id: pendingId });
@@ -491,6 +526,7 @@ async function start() {
     $("cards-title").focus();
   });
   $("switch-mode").addEventListener("click", toggleSwitch);
+  $("approve-all").addEventListener("click", approveAll);
   bindTeach();
   bindPasskeys();
   bindHelp();

@@ -42,11 +42,21 @@ export function grantChoice(set, name) {
   minutes.addEventListener("change", sayLabel);
   const fixed = offer.fixed.length ? offer.fixed.join(", ") : "nothing";
   const varying = offer.varying.length ? offer.varying.join(", ") : "nothing";
+  // How long and how many times, shown once the box is ticked: a card stays short otherwise.
+  const bounds = el("p", { class: "grant-bounds" },
+    el("label", { for: minutes.id }, "How long "), minutes, " ",
+    el("label", { for: uses.id }, "How many times, at most "), uses);
+  bounds.hidden = true;
+  box.setAttribute("aria-expanded", "false");
+  box.setAttribute("aria-controls", `grant-bounds-${id}`);
+  bounds.id = `grant-bounds-${id}`;
+  box.addEventListener("change", () => {
+    bounds.hidden = !box.checked;
+    box.setAttribute("aria-expanded", String(box.checked));
+  });
   return el("div", { class: "grant", role: "group", "aria-label": `Allow ${name} again` },
     el("p", { class: "grant-toggle" }, box, " ", label),
-    el("p", { class: "grant-bounds" },
-      el("label", { for: minutes.id }, "For "), minutes, " ",
-      el("label", { for: uses.id }, "at most "), uses),
+    bounds,
     el("p", { class: "muted", id: `grant-what-${id}` },
       `Stays exactly as on this card: ${fixed}. May change: ${varying}. ` +
       "High-risk actions and choices among several cards are always asked."));
