@@ -640,6 +640,19 @@ async def test_ending_a_devices_grants_leaves_other_devices_grants(store: Store)
     assert await store.grants.end_for_device("d1", at=104.0) == 0
 
 
+async def test_pruning_forgets_only_grants_that_expired_or_ended_before_the_cut(
+    store: Store,
+) -> None:
+    await store.grants.add(grant("g_expired", at=10.0))  # expires at 610
+    await store.grants.add(grant("g_ended", ended_at=150.0))
+    await store.grants.add(grant("g_live", at=500.0))
+    await store.grants.add(grant("g_ended_late", ended_at=900.0))
+    assert await store.grants.prune(700.0) == 2
+    assert await store.grants.get("g_expired") is None and await store.grants.get("g_ended") is None
+    assert [g.id for g in await store.grants.live("ann", 650.0)] == ["g_live"]
+    assert await store.grants.get("g_ended_late") is not None
+
+
 # receipts
 
 

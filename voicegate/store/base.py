@@ -219,6 +219,13 @@ class GrantStore(Protocol):
     async def end_for_device(self, device_id: str, *, at: float) -> int:
         """End every grant ``device_id`` made that had not ended; how many."""
 
+    async def prune(self, before: float) -> int:
+        """Forget grants that expired, or were ended, before ``before``; the number forgotten.
+
+        A live grant is never forgotten (its expiry is in the future); one whose uses are spent is
+        kept until its expiry is before ``before``.
+        """
+
 
 class ReceiptStore(Protocol):
     """An append-only, per-user chain of receipts, with a signed head per user and a roster.

@@ -433,6 +433,18 @@ class MemoryGrants:
                 self._rows[g.id] = dataclasses.replace(g, ended_at=at)
             return len(ending)
 
+    async def prune(self, before: float) -> int:
+        """Forget grants that expired or ended before ``before``."""
+        with self._guard:
+            gone = [g.id for g in self._rows.values() if _grant_done_before(g, before)]
+            for grant_id in gone:
+                del self._rows[grant_id]
+            return len(gone)
+
+
+def _grant_done_before(grant: Grant, before: float) -> bool:
+    return grant.expires_at < before or (grant.ended_at is not None and grant.ended_at < before)
+
 
 class MemoryReceipts:
     """Receipt chains per user, each with its signed head, and the roster."""

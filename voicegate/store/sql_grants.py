@@ -92,6 +92,13 @@ class SqlGrants:
             (float(at), device_id),
         )
 
+    async def prune(self, before: float) -> int:
+        """Forget grants that expired or ended before ``before``."""
+        return await self._db.run(
+            "DELETE FROM vg_grants WHERE expires_at < ? OR ended_at < ?",
+            (float(before), float(before)),
+        )
+
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False, sort_keys=True)
