@@ -134,6 +134,7 @@ async def test_no_agent_side_path_makes_a_grant(tmp_path: Path) -> None:
         body["grant"] = {"minutes": 10, "uses": 5}
         for method, path, sent in [
             ("POST", "/device/tap", body),
+            ("POST", "/device/approve-all", {"sets": [body, body]}),
             ("GET", "/device/grants", None),
             ("DELETE", "/device/grants/g_x", None),
         ]:
