@@ -94,6 +94,18 @@ class Policy:
         return step
 
 
+def grants_line(rules: GrantRules) -> str:
+    """The operator's bounds on grants, in one line (said at start when not the defaults)."""
+    if not rules.allows(""):
+        return "grants: off (--grant-max or --grant-max-uses is 0)"
+    line = f"grants: at most {rules.max_minutes} minutes and {rules.max_uses} uses"
+    if rules.free:
+        line += "; may vary: " + ", ".join(f"{g} ({', '.join(n)})" for g, n in rules.free)
+    if rules.off:
+        line += "; never for: " + ", ".join(rules.off)
+    return line
+
+
 def _matches(tool: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(tool, p) for p in patterns)
 
@@ -215,6 +227,8 @@ def policy_lines(policy: Policy, tools: Mapping[str, bool]) -> list[tuple[bool, 
                 + ", ".join(unnamed),
             )
         )
+    if policy.grants != GrantRules():
+        lines.append((False, grants_line(policy.grants)))
     flags = (
         ("--reads", policy.reads),
         ("--writes", policy.writes),
