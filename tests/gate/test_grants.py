@@ -6,17 +6,22 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import PG_DSN
 from tests.gate.helpers import Upstream, evidence, keys, pair
 from tests.store.conftest import with_schema
+from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
+from voicegate.gate import grants
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.grants import GrantRules
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import Device, GrantAsk, Risk, Status
+from voicegate.gate.types import Device, Grant, GrantAsk, Risk, Status
 from voicegate.reasons import Kind, Reason
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store
@@ -288,3 +293,59 @@ async def test_a_grant_outlives_a_restart_of_the_gate(
         assert await grant_gate(after, clock, upstream).use_grant("u1", call) is not None
     finally:
         await after.close()
+
+
+# what a call must match, as a property
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.text(max_size=4),
+    st.lists(st.integers(0, 3), max_size=2),
+)
+ARGUMENTS = st.dictionaries(st.sampled_from("abcde"), VALUES, max_size=5)
+
+
+def made(arguments: dict[str, Any], free: tuple[str, ...]) -> Grant:
+    fixed, _ = grants.split(arguments, free)
+    return Grant(
+        id="g_1",
+        user="u1",
+        upstream="stdio:notes",
+        tool="write_note",
+        fixed=fixed,
+        fixed_hash=grants.fixed_hash("write_note", fixed),
+        free=free,
+        created_at=0.0,
+        expires_at=600.0,
+        max_uses=5,
+        uses_left=5,
+        device_id="d1",
+        pending_id="p1",
+        receipt_id="r1",
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    approved=ARGUMENTS,
+    call=ARGUMENTS,
+    free=st.lists(st.sampled_from("abcde"), max_size=2, unique=True).map(tuple),
+)
+def test_a_call_fits_exactly_when_every_argument_but_the_free_ones_is_as_approved(
+    approved: dict[str, Any], call: dict[str, Any], free: tuple[str, ...]
+) -> None:
+    grant = made(approved, free)
+    # Equal as JSON: True and 1 are different values to the upstream, as to the hash.
+    same = canonical_json({k: v for k, v in approved.items() if k not in free}) == canonical_json(
+        {k: v for k, v in call.items() if k not in free}
+    )
+    assert grants.fits(grant, upstream="stdio:notes", tool="write_note", arguments=call) is same
+    reordered = dict(reversed(list(call.items())))
+    assert (
+        grants.fits(grant, upstream="stdio:notes", tool="write_note", arguments=reordered) is same
+    )
+    assert not grants.fits(grant, upstream="stdio:other", tool="write_note", arguments=approved)
+    assert not grants.fits(grant, upstream="stdio:notes", tool="write_other", arguments=approved)

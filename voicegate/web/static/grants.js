@@ -59,7 +59,8 @@ export function grantChoice(set, name) {
     bounds,
     el("p", { class: "muted", id: `grant-what-${id}` },
       `Stays exactly as on this card: ${fixed}. May change: ${varying}. ` +
-      "High-risk actions and choices among several cards are always asked."));
+      "Only a tap on Approve allows it; a spoken yes approves this once. High-risk actions " +
+      "and choices among several cards are always asked."));
 }
 
 // The grant part of a yes to ``pendingId`` as the tap sends it, or undefined when not asked.
