@@ -166,6 +166,16 @@ async def test_revoking_the_device_that_made_a_grant_ends_it(
     assert await gate.use_grant("u1", ActionRequest("write_note", NOTE)) is None
 
 
+async def test_a_grant_of_a_revoked_device_runs_nothing_even_before_it_is_ended(
+    gate: Gate, store: Store, clock: ManualClock, upstream: Upstream
+) -> None:
+    device = await pair(store)
+    await approve_with_grant(gate, device, clock, [ActionRequest("write_note", NOTE)])
+    assert await store.devices.revoke(device.id, clock())
+    assert await gate.use_grant("u1", ActionRequest("write_note", NOTE)) is None
+    assert len(upstream.calls) == 1
+
+
 @pytest.mark.parametrize(
     ("requests", "risk", "ask", "reason"),
     [

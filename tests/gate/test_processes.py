@@ -66,6 +66,7 @@ async def _race_one_grant(url: str, tmp_path: Path) -> None:
     store = await open_store(url)
     try:
         arguments = {"name": "shopping", "text": "eggs"}
+        await store.devices.add(Device("d1", "u1", DeviceKind.TAP, "pk", "ES256", 0.0))
         await store.grants.add(
             Grant(
                 id="g_1",

@@ -209,6 +209,11 @@ async def use(
     for grant in await w.store.grants.live(user, now):
         if not fits(grant, upstream=w.upstream, tool=tool, arguments=arguments):
             continue
+        # Revoking a device ends its grants (``GrantStore.end_for_device``); a device revoked
+        # some other way still makes nothing run.
+        maker = await w.store.devices.get(grant.device_id)
+        if maker is None or maker.revoked_at is not None:
+            continue
         spent = await w.store.grants.spend(grant.id, now)
         if spent is None:  # a racing call took its last use, or it ended meanwhile
             continue
