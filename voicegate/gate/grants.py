@@ -86,11 +86,14 @@ class GrantRules:
         if not 0 <= self.max_uses <= MOST_USES:
             raise ConfigError(f"--grant-max-uses is 0 to {MOST_USES} (0: no grants)")
 
+    @property
+    def on(self) -> bool:
+        """Whether any grant may be made at all (neither bound is 0)."""
+        return self.max_minutes > 0 and self.max_uses > 0
+
     def allows(self, tool: str) -> bool:
         """Whether grants may be made (and spent) for ``tool`` at all."""
-        if self.max_minutes == 0 or self.max_uses == 0:
-            return False
-        return not any(fnmatchcase(tool, glob) for glob in self.off)
+        return self.on and not any(fnmatchcase(tool, glob) for glob in self.off)
 
     def free_for(self, tool: str) -> tuple[str, ...]:
         """The argument names of ``tool`` that may vary under a grant, sorted."""

@@ -96,7 +96,7 @@ class Policy:
 
 def grants_line(rules: GrantRules) -> str:
     """The operator's bounds on grants, in one line (said at start when not the defaults)."""
-    if not rules.allows(""):
+    if not rules.on:
         return "grants: off (--grant-max or --grant-max-uses is 0)"
     line = f"grants: at most {rules.max_minutes} minutes and {rules.max_uses} uses"
     if rules.free:
