@@ -1,5 +1,5 @@
 """Forgetting what the gate no longer needs: spent ledger keys past expiry, old fingerprints,
-and pending sets (with their cards) older than the retention.
+pending sets (with their cards) older than the retention, and grants that ended as long ago.
 
 A set's receipt keeps what was shown and what ran, so the set itself is only needed while it
 can still be answered or settled; ``executing`` sets are never deleted.
@@ -30,12 +30,14 @@ async def prune_once(
     retention: float = FINGERPRINT_RETENTION,
     set_retention: float = SET_RETENTION,
 ) -> int:
-    """Forget expired ledger keys, fingerprints older than ``retention`` and sets older than
-    ``set_retention`` (except ``executing`` ones); how many went."""
+    """Forget expired ledger keys, fingerprints older than ``retention``, sets older than
+    ``set_retention`` (except ``executing`` ones) and grants that expired or ended as long ago
+    (the receipts of their uses keep what each was); how many went."""
     spent = await store.ledger.prune(now)
     old = await store.fingerprints.prune(now - retention)
     sets = await store.pending.prune(now - set_retention)
-    return spent + old + sets
+    grants = await store.grants.prune(now - set_retention)
+    return spent + old + sets + grants
 
 
 async def keep_tidy(

@@ -111,6 +111,15 @@ class Reason(StrEnum):
     UNKNOWN_PASSKEY = "unknown_passkey"
     PASSKEY_REGISTRATION = "passkey_registration"
     PASSKEY_LIMIT = "passkey_limit"
+    # grants: a yes that asks to allow the same again, and ending one
+    GRANT_SEVERAL_CARDS = "grant_several_cards"
+    GRANT_HIGH_RISK = "grant_high_risk"
+    GRANT_OFF = "grant_off"
+    GRANT_BEYOND_LIMIT = "grant_beyond_limit"
+    UNKNOWN_GRANT = "unknown_grant"
+    # approving several single cards with one answer
+    ALL_SEVERAL_CARDS = "all_several_cards"
+    ALL_HIGH_RISK = "all_high_risk"
     # load
     RATE_LIMITED = "rate_limited"
     BUSY = "busy"
@@ -223,6 +232,19 @@ NEXT_STEP: dict[Reason, str] = {
     Reason.PASSKEY_REGISTRATION: "The new passkey could not be checked, so it was not added; "
     "press Add a passkey again and unlock it when asked.",
     Reason.PASSKEY_LIMIT: "You have as many passkeys as are kept; remove one to add another.",
+    Reason.GRANT_SEVERAL_CARDS: "Nothing ran: a choice among several cards cannot be allowed "
+    "again; approve it without 'allow the same'.",
+    Reason.GRANT_HIGH_RISK: "Nothing ran: a high-risk action is asked about every time; approve "
+    "it without 'allow the same'.",
+    Reason.GRANT_OFF: "Nothing ran: the operator does not allow repeats of this action; approve "
+    "it without 'allow the same'.",
+    Reason.GRANT_BEYOND_LIMIT: "Nothing ran: that is longer or more times than this server "
+    "allows; choose less, or approve just this once.",
+    Reason.UNKNOWN_GRANT: "No such live grant of yours; list your grants again.",
+    Reason.ALL_SEVERAL_CARDS: "Nothing ran: a choice among several cards is answered on its "
+    "own; answer it, then approve the rest.",
+    Reason.ALL_HIGH_RISK: "Nothing ran: a high-risk action is approved on its own; answer it, "
+    "then approve the rest.",
     Reason.RATE_LIMITED: "Too many requests; wait a moment.",
     Reason.BUSY: "The recogniser is busy; retry in a second.",
     Reason.HEARING_UNAVAILABLE: "No recogniser answered in time; say it again in a moment, or tap.",

@@ -111,6 +111,7 @@ class Server:
         from fastapi import FastAPI
 
         from voicegate.device.enrol import enrol_router
+        from voicegate.device.grants import grant_router
         from voicegate.device.passkeys import passkey_router
         from voicegate.device.push import push_router
         from voicegate.device.routes import device_router
@@ -148,6 +149,7 @@ class Server:
         app.include_router(device_router(self.services))
         app.include_router(enrol_router(self.services))
         app.include_router(passkey_router(self.services))
+        app.include_router(grant_router(self.services))
         app.include_router(push_router(self.services))
         app.include_router(approve_router(self.services))
         config = uvicorn.Config(app, log_level="warning")

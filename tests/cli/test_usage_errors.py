@@ -176,3 +176,21 @@ def test_pair_with_no_store_named_and_none_here_refuses_and_creates_nothing(
     line = refused(["pair", "--user", "owner"], capsys)
     assert line.startswith("voicegate pair: no database at voicegate.db, and no --db")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--grant-max", "1441"], "--grant-max "),
+        (["--grant-max", "-1"], "--grant-max "),
+        (["--grant-max-uses", "1001"], "--grant-max-uses "),
+        (["--grant-free", "write_note"], "--grant-free "),
+        (["--grant-free", "write_note="], "--grant-free "),
+    ],
+)
+def test_grant_bounds_out_of_range_are_refused_in_one_line(
+    flags: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refused(["serve", *NOTES, "--db", "memory", *flags], capsys)
+    assert line.startswith(f"voicegate serve: {named}")
+    assert list(tmp_path.iterdir()) == []

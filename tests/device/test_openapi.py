@@ -39,6 +39,9 @@ SIGNED_ROUTES = [
     ("/device/push", "get"),
     ("/device/push", "post"),
     ("/device/push", "delete"),
+    ("/device/approve-all", "post"),
+    ("/device/grants", "get"),
+    ("/device/grants/{grant_id}", "delete"),
 ]
 
 

@@ -91,8 +91,10 @@ async def test_tap_choose_second_runs_the_second_action_once(
     # approval_consumed_once, belongs to approvals outside the card flow (token mode).
     (receipt,) = await services.gate.receipts("asha")
     names = [c.name for c in receipt.checks]
-    # A tap at no passkey step: every check but the passkey's and the outside approvals'.
+    # A tap at no passkey step, asking for no grant: every check but the passkey's, the
+    # outside approvals' and the grants'.
     outside = ("approval_consumed_once", "passkey_verified")
+    outside += ("grant_allowed", "grant_fits", "grant_spent_once")
     assert names == [n for n in CHECK_NAMES if n not in outside]
     assert len(names) == 10 and all(c.passed for c in receipt.checks)
 

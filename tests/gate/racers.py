@@ -1,4 +1,5 @@
-"""Workers for the two-process confirm race: each answers one pending set many times at once."""
+"""Workers for the two-process races: each answers one pending set, or calls under one grant,
+many times at once."""
 
 from __future__ import annotations
 
@@ -8,11 +9,27 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from voicegate.gate.core import Gate
+from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.types import Decision, Evidence, InputKind, Modality
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store
+
+
+def logged(log: str) -> Callable[[str, Mapping[str, Any]], Awaitable[Any]]:
+    """An upstream that appends one line to ``log`` per execution (O_APPEND, so lines from
+    several processes never interleave); the test counts them."""
+
+    async def upstream(tool: str, arguments: Mapping[str, Any]) -> Any:
+        line = f"{os.getpid()} {tool}\n".encode()
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        return {"ok": True}
+
+    return upstream
 
 
 async def confirm_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[None]]) -> int:
@@ -22,19 +39,9 @@ async def confirm_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[No
     both processes never interleave); the test counts them.
     """
     store = await open_store(payload["url"])
-
-    async def upstream(tool: str, arguments: Mapping[str, Any]) -> Any:
-        line = f"{os.getpid()} {tool}\n".encode()
-        fd = os.open(payload["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-        return {"ok": True}
-
     gate = Gate(
         store,
-        executor=upstream,
+        executor=logged(payload["log"]),
         is_write=lambda tool: True,
         receipt_keys=KeyRing(payload["keys"]),
     )
@@ -62,3 +69,25 @@ async def confirm_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[No
     finally:
         await store.close()
     return sum(o.released for o in outcomes)
+
+
+async def use_grant_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[None]]) -> int:
+    """Open the shared store, then make ``times`` calls that fit one grant at once; how many
+    ran under it."""
+    store = await open_store(payload["url"])
+    gate = Gate(
+        store,
+        executor=logged(payload["log"]),
+        is_write=lambda tool: True,
+        receipt_keys=KeyRing(payload["keys"]),
+        upstream=payload["upstream"],
+    )
+    call = ActionRequest(payload["tool"], payload["arguments"])
+    try:
+        await go()
+        ran = await asyncio.gather(
+            *(gate.use_grant(payload["user"], call) for _ in range(payload["times"]))
+        )
+    finally:
+        await store.close()
+    return sum(r is not None for r in ran)

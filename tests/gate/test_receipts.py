@@ -31,6 +31,7 @@ from voicegate.gate.types import (
     Check,
     Choice,
     FirstYes,
+    GrantUse,
     InputKind,
     Modality,
     PasskeyProof,
@@ -168,6 +169,9 @@ EDITS: dict[str, Any] = {
         sign_count=3,
         rp_id="localhost",
         origin="http://localhost:8800",
+    ),
+    "grant": GrantUse(
+        grant_id="g_other", made_by="p_maker", made_receipt="rcpt_0", uses_left=2, expires_at=9.0
     ),
 }
 

@@ -10,13 +10,21 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from voicegate.errors import ConfigError
-from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
+from voicegate.gate.types import (
+    Decision,
+    Device,
+    DeviceKind,
+    Evidence,
+    GrantAsk,
+    InputKind,
+    Modality,
+)
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.decorators import GatedServer
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamPool, UpstreamSpec
-from voicegate.reasons import Kind
+from voicegate.reasons import Kind, Reason
 from voicegate.secrets import KeyRing, Secret
 from voicegate.settings import ServerConfig, check_startup
 from voicegate.store.memory import MemoryStore
@@ -138,6 +146,23 @@ async def test_decorated_write_waits_for_a_tap_and_runs_once() -> None:
         assert outcome.released and ran == [True]
         status = (await client.call_tool("pending_status", {"pending_id": first.id})).content[0]
         assert '"confirmed"' in getattr(status, "text", "")
+        # Its risk depends on the arguments: the decorators never offer or make a grant.
+        (second,) = await gs.gate.open_for("owner")
+        assert gs.gate.grant_offer(second) is None
+        asked = Evidence(
+            "e2",
+            second.id,
+            second.nonce,
+            "d1",
+            "owner",
+            Modality.TAP,
+            InputKind.TOUCH,
+            Decision(Kind.CONFIRM),
+            now,
+            grant=GrantAsk(10, 5),
+        )
+        refused = await gs.gate.answer(asked)
+        assert refused.reason is Reason.GRANT_OFF and ran == [True]
 
 
 async def test_bare_and_called_decorators_register_the_same_way() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from voicegate.errors import ConfigError
+from voicegate.gate.grants import GrantRules
 from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.mcp.policy import (
     OWN_TOOLS,
@@ -148,3 +149,15 @@ def test_bad_high_risk_step_flags_are_config_errors(bad: str) -> None:
 def test_a_policy_that_matches_every_glob_warns_of_nothing() -> None:
     lines = policy_lines(Policy(high_risk=("delete_*",)), {"delete_note": True, "list": False})
     assert lines == [(False, "high-risk writes (a second yes): delete_note")]
+
+
+def test_grant_bounds_other_than_the_defaults_are_said_at_start() -> None:
+    rules = GrantRules(max_minutes=5, free=(("write_*", ("text", "tags")),), off=("send_*",))
+    tools = {"write_note": False, "send_mail": False}
+    assert policy_lines(Policy(grants=rules), tools)[-1] == (
+        False,
+        "grants: at most 5 minutes and 10 uses; may vary: write_* (text, tags); never for: send_*",
+    )
+    off = policy_lines(Policy(grants=GrantRules(max_uses=0)), tools)
+    assert off[-1] == (False, "grants: off (--grant-max or --grant-max-uses is 0)")
+    assert all("grants" not in line for _, line in policy_lines(Policy(), tools))

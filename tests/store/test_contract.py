@@ -22,6 +22,7 @@ from voicegate.gate.types import (
     Check,
     Device,
     DeviceKind,
+    Grant,
     PairingCode,
     Passkey,
     PendingSet,
@@ -547,6 +548,109 @@ async def test_revoking_a_device_keeps_the_users_passkeys(store: Store) -> None:
     await store.passkeys.add(passkey("pk_1"))
     assert await store.devices.revoke("d1", 42.0) is True
     assert [p.id for p in await store.passkeys.list("ann")] == ["pk_1"]
+
+
+# grants
+
+
+def grant(grant_id: str, user: str = "ann", at: float = 100.0, **changes: object) -> Grant:
+    base = Grant(
+        id=grant_id,
+        user=user,
+        upstream="stdio:notes",
+        tool="write_note",
+        fixed={"name": "shopping", "tags": ["a", "é"], "n": 1.5},
+        fixed_hash="f" * 64,
+        free=("text",),
+        created_at=at,
+        expires_at=at + 600,
+        max_uses=5,
+        uses_left=5,
+        device_id="d1",
+        pending_id="p1",
+        receipt_id="rcpt_1",
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def test_grants_read_back_as_stored_and_list_live_ones_oldest_first(store: Store) -> None:
+    await store.grants.add(grant("g_2", at=120.0))
+    await store.grants.add(grant("g_1"))
+    await store.grants.add(grant("g_b", user="bob"))
+    await store.grants.add(grant("g_old", at=10.0))  # expired at 610
+    await store.grants.add(grant("g_ended", ended_at=105.0))
+    await store.grants.add(grant("g_used", uses_left=0))
+    assert await store.grants.get("g_2") == grant("g_2", at=120.0)
+    assert await store.grants.get("g_none") is None
+    assert [g.id for g in await store.grants.live("ann", 650.0)] == ["g_1", "g_2"]
+    assert [g.id for g in await store.grants.live(None, 650.0)] == ["g_1", "g_b", "g_2"]
+    assert await store.grants.live("cy", 650.0) == []
+
+
+async def test_a_grant_id_is_stored_once(store: Store) -> None:
+    await store.grants.add(grant("g_1"))
+    with pytest.raises(ValueError):
+        await store.grants.add(grant("g_1", user="bob"))
+    assert await store.grants.live("bob", 100.0) == []
+
+
+async def test_spending_a_grant_counts_down_to_nothing(store: Store) -> None:
+    await store.grants.add(grant("g_1", max_uses=2, uses_left=2))
+    first = await store.grants.spend("g_1", 101.0)
+    second = await store.grants.spend("g_1", 102.0)
+    assert first is not None and first.uses_left == 1
+    assert second is not None and second.uses_left == 0
+    assert await store.grants.spend("g_1", 103.0) is None
+    assert await store.grants.live("ann", 103.0) == []
+    assert await store.grants.spend("g_none", 103.0) is None
+
+
+async def test_an_expired_or_ended_grant_is_never_spent(store: Store) -> None:
+    await store.grants.add(grant("g_1"))
+    await store.grants.add(grant("g_2"))
+    assert await store.grants.spend("g_1", 700.0) is None  # expires_at is 700: not after it
+    assert await store.grants.end("g_2", at=150.0) is True
+    assert await store.grants.spend("g_2", 151.0) is None
+    found = await store.grants.get("g_2")
+    assert found is not None and (found.ended_at, found.uses_left) == (150.0, 5)
+
+
+async def test_of_twenty_concurrent_spends_on_five_uses_exactly_five_win(store: Store) -> None:
+    await store.grants.add(grant("g_1"))
+    won = await asyncio.gather(*(store.grants.spend("g_1", 101.0) for _ in range(20)))
+    left = sorted(g.uses_left for g in won if g is not None)
+    assert left == [0, 1, 2, 3, 4]
+
+
+async def test_ending_another_users_grant_ends_nothing(store: Store) -> None:
+    await store.grants.add(grant("g_1"))
+    assert await store.grants.end("g_1", at=110.0, user="bob") is False
+    assert await store.grants.end("g_1", at=110.0, user="ann") is True
+    assert await store.grants.end("g_1", at=111.0) is False
+    assert await store.grants.end("g_none", at=111.0) is False
+
+
+async def test_ending_a_devices_grants_leaves_other_devices_grants(store: Store) -> None:
+    await store.grants.add(grant("g_1"))
+    await store.grants.add(grant("g_2"))
+    await store.grants.add(grant("g_3", device_id="d2"))
+    await store.grants.end("g_2", at=101.0)
+    assert await store.grants.end_for_device("d1", at=102.0) == 1
+    assert [g.id for g in await store.grants.live("ann", 103.0)] == ["g_3"]
+    assert await store.grants.end_for_device("d1", at=104.0) == 0
+
+
+async def test_pruning_forgets_only_grants_that_expired_or_ended_before_the_cut(
+    store: Store,
+) -> None:
+    await store.grants.add(grant("g_expired", at=10.0))  # expires at 610
+    await store.grants.add(grant("g_ended", ended_at=150.0))
+    await store.grants.add(grant("g_live", at=500.0))
+    await store.grants.add(grant("g_ended_late", ended_at=900.0))
+    assert await store.grants.prune(700.0) == 2
+    assert await store.grants.get("g_expired") is None and await store.grants.get("g_ended") is None
+    assert [g.id for g in await store.grants.live("ann", 650.0)] == ["g_live"]
+    assert await store.grants.get("g_ended_late") is not None
 
 
 # receipts

@@ -1,8 +1,9 @@
 """The ``voicegate`` command line: one module per command group, each imported only to run.
 
-``serve`` (serve, demo), ``devices`` (pair, devices, answers, cards, passkeys), ``receipts``,
-``voice`` (models, decide), ``worker``, ``eval`` and ``bench``. Each holds its commands'
-arguments and the glue that calls into the domain code; no domain module imports this package.
+``serve`` (serve, demo), ``devices`` (pair, devices, answers, cards, passkeys, grants),
+``receipts``, ``voice`` (models, decide), ``worker``, ``eval`` and ``bench``. Each holds its
+commands' arguments and the glue that calls into the domain code; no domain module imports this
+package.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ HELP: dict[str, str] = {
     "cards": "List the cards waiting for an answer, or withdraw one",
     "worker": "Hear voice answers for gates over NATS JetStream (serve --hearing)",
     "passkeys": "List or remove a user's passkeys",
+    "grants": "List live grants (approvals the user allowed again for a while), or end one",
 }
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
@@ -53,7 +55,7 @@ def command(name: str) -> tuple[AddArguments, Run]:
         if name == "serve":
             return serve.add_serve_arguments, serve.run_serve
         return serve.add_demo_arguments, serve.run_demo
-    if name in ("pair", "devices", "answers", "cards", "passkeys"):
+    if name in ("pair", "devices", "answers", "cards", "passkeys", "grants"):
         from voicegate.cli import devices
 
         if name == "pair":
@@ -64,6 +66,8 @@ def command(name: str) -> tuple[AddArguments, Run]:
             return devices.add_cards_arguments, devices.run_cards
         if name == "passkeys":
             return devices.add_passkeys_arguments, devices.run_passkeys
+        if name == "grants":
+            return devices.add_grants_arguments, devices.run_grants
         return devices.add_answers_arguments, devices.run_answers
     if name in ("models", "decide"):
         from voicegate.cli import voice

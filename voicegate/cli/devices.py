@@ -1,10 +1,12 @@
 """``voicegate pair``, ``voicegate devices list|revoke``, ``voicegate answers list|delete``,
-``voicegate passkeys list|remove`` and ``voicegate cards list|withdraw``.
+``voicegate passkeys list|remove``, ``voicegate grants list|revoke`` and
+``voicegate cards list|withdraw``.
 
 The operator's side of pairing, of a user's taught answers and passkeys, and of the cards
 waiting for an answer. Templates and passkeys belong to the user, not to a device, so revoking a
 device keeps them; only ``answers delete`` and ``passkeys remove`` (or the user, from their
-device) delete them. A card outlives the agent
+device) delete them. A grant belongs to the device whose signed yes made it: revoking that device
+ends it, since its key may be in someone else's hand. A card outlives the agent
 connection that proposed it (its agent may ask ``pending_status`` from a new session) until its
 deadline; ``cards withdraw`` takes one back sooner.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import os
 import sys
 import time
@@ -158,11 +161,15 @@ def run_devices(args: argparse.Namespace) -> int:
     """List or revoke paired devices."""
     if args.devices_command == "revoke":
 
-        async def revoke(store: Store) -> bool:
-            return await store.devices.revoke(args.device_id, time.time())
+        async def revoke(store: Store) -> int | None:
+            now = time.time()
+            if not await store.devices.revoke(args.device_id, now):
+                return None
+            return await store.grants.end_for_device(args.device_id, at=now)
 
-        if _with_store(args.db, revoke):
-            print(printable(f"Revoked {args.device_id}."))
+        ended = _with_store(args.db, revoke)
+        if ended is not None:
+            print(printable(f"Revoked {args.device_id}; ended {ended} grant(s) it made."))
             return 0
         print(printable(f"No active device {args.device_id}."))
         return 1
@@ -269,6 +276,49 @@ def run_passkeys(args: argparse.Namespace) -> int:
 
     rows = _with_store(args.db, listing)
     print("\n".join(rows) if rows else "No passkeys.")
+    return 0
+
+
+def add_grants_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``voicegate grants``."""
+    sub = parser.add_subparsers(dest="grants_command", required=True)
+    listing = sub.add_parser("list", help="list live grants: what each allows, until when")
+    listing.add_argument("--user", default=None, help="only this user's grants")
+    add_db(listing)
+    revoke = sub.add_parser("revoke", help="end a grant now; nothing more runs under it")
+    revoke.add_argument("grant_id", help="its id, g_..., as listed")
+    add_db(revoke)
+
+
+@_said("grants")
+def run_grants(args: argparse.Namespace) -> int:
+    """List or end live grants."""
+    if args.grants_command == "revoke":
+
+        async def revoke(store: Store) -> bool:
+            return await store.grants.end(args.grant_id, at=time.time())
+
+        if _with_store(args.db, revoke):
+            print(printable(f"Ended grant {args.grant_id}."))
+            return 0
+        print(printable(f"No live grant {args.grant_id}."))
+        return 1
+
+    async def listing(store: Store) -> list[str]:
+        rows = []
+        for g in await store.grants.live(args.user, time.time()):
+            fixed = ", ".join(f"{k}={json.dumps(v)}" for k, v in g.fixed.items())
+            varying = ", ".join(g.free) or "nothing"
+            row = (
+                f"{g.id}  {g.user}  {g.tool}({fixed}; varying: {varying})  until "
+                f"{iso_utc(g.expires_at)}  {g.uses_left}/{g.max_uses} left  {g.upstream}  "
+                f"made by {g.device_id} on {g.pending_id}"
+            )
+            rows.append(printable(row))
+        return rows
+
+    rows = _with_store(args.db, listing)
+    print("\n".join(rows) if rows else "No live grants.")
     return 0
 
 

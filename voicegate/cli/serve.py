@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, TextIO
 
 from voicegate.cli.arguments import port_number, user_name
 from voicegate.errors import ConfigError, ModelError, StoreUnavailable
+from voicegate.gate.grants import (
+    DEFAULT_MAX_MINUTES,
+    DEFAULT_MAX_USES,
+    MOST_MINUTES,
+    MOST_USES,
+    GrantRules,
+    parse_free,
+)
 from voicegate.gate.types import DeviceKind
 from voicegate.hearing.remote import DEADLINE as HEARING_DEADLINE
 from voicegate.limits import BODY_TIMEOUT
@@ -112,6 +120,35 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="GLOB=STEP",
         help="the second step of a high-risk card per tool glob: yes (default), passkey or both",
+    )
+    parser.add_argument(
+        "--grant-max",
+        metavar="MINUTES",
+        type=int,
+        default=DEFAULT_MAX_MINUTES,
+        help="the longest a user may allow the same action again after approving it, 0-"
+        f"{MOST_MINUTES} minutes; 0 turns grants off (default {DEFAULT_MAX_MINUTES})",
+    )
+    parser.add_argument(
+        "--grant-max-uses",
+        metavar="N",
+        type=int,
+        default=DEFAULT_MAX_USES,
+        help=f"the most repeats one grant may allow, 0-{MOST_USES}; 0 turns grants off "
+        f"(default {DEFAULT_MAX_USES})",
+    )
+    parser.add_argument(
+        "--grant-free",
+        action="append",
+        metavar="GLOB=ARG,ARG",
+        help="arguments of matching tools that may vary under a grant, e.g. write_note=text "
+        "(default: every argument stays as approved)",
+    )
+    parser.add_argument(
+        "--no-grants",
+        action="append",
+        metavar="GLOB",
+        help="tools whose approvals may never be repeated under a grant",
     )
     _add_common(parser, default_db="voicegate.db")
 
@@ -250,6 +287,12 @@ def run_serve(args: argparse.Namespace) -> int:
             modes=parse_modes(args.mode),
             strict=args.strict,
             steps=parse_steps(args.high_risk_step),
+            grants=GrantRules(
+                max_minutes=args.grant_max,
+                max_uses=args.grant_max_uses,
+                free=parse_free(args.grant_free),
+                off=split_globs(args.no_grants),
+            ),
         )
         config = config_from(args)
         voice = voice_from(args)

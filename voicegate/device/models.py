@@ -6,9 +6,18 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voicegate.gate import card
+from voicegate.gate import card, grants
 from voicegate.gate.core import Outcome
-from voicegate.gate.types import Action, Device, PendingSet, Receipt, Stage, Status, to_dict
+from voicegate.gate.types import (
+    Action,
+    Device,
+    Grant,
+    PendingSet,
+    Receipt,
+    Stage,
+    Status,
+    to_dict,
+)
 from voicegate.reasons import NEXT_STEP, PASSKEY_STEP, SECOND_YES, YES_NO_NEXT_STEP, Kind, Reason
 from voicegate.text import storable
 
@@ -111,6 +120,53 @@ class PasskeyAskOut(BaseModel):
     timeout_ms: int
 
 
+class GrantOfferOut(BaseModel):
+    """What a yes to this set may also allow: the same again for a while ("approve, and allow
+    the same for 10 minutes"). Only on a set of one card, not high-risk, whose tool the
+    operator lets be repeated."""
+
+    fixed: list[str] = Field(description="Arguments that must stay exactly as on the card")
+    varying: list[str] = Field(description="Arguments the operator lets vary under a grant")
+    max_minutes: int
+    max_uses: int
+
+
+class GrantOut(BaseModel):
+    """A grant as its user sees it: what it allows, until when, and how many times more."""
+
+    id: str
+    tool: str
+    fixed: dict[str, Any]
+    varying: list[str]
+    created_at: float
+    expires_at: float
+    seconds_left: float
+    uses_left: int
+    max_uses: int
+    device_id: str
+    pending_id: str
+    receipt_id: str
+    text: str = Field(description="The tool and its fixed arguments, as a card shows them")
+
+    @classmethod
+    def of(cls, grant: Grant, *, now: float) -> GrantOut:
+        return cls(
+            id=grant.id,
+            tool=grant.tool,
+            fixed=dict(grant.fixed),
+            varying=list(grant.free),
+            created_at=grant.created_at,
+            expires_at=grant.expires_at,
+            seconds_left=max(0.0, grant.expires_at - now),
+            uses_left=grant.uses_left,
+            max_uses=grant.max_uses,
+            device_id=grant.device_id,
+            pending_id=grant.pending_id,
+            receipt_id=grant.receipt_id,
+            text=card.render(grant.tool, grant.fixed),
+        )
+
+
 class PendingOut(BaseModel):
     """A waiting set as the device shows it; ``nonce`` is seen by the device only. A set at
     its passkey step carries ``passkey``: what the browser asks the authenticator for.
@@ -143,6 +199,7 @@ class PendingOut(BaseModel):
     extensions_left: int
     nonce: str
     passkey: PasskeyAskOut | None = None
+    grant: GrantOfferOut | None = None
 
     @classmethod
     def of(
@@ -152,6 +209,7 @@ class PendingOut(BaseModel):
         now: float,
         max_extensions: int,
         passkey: PasskeyAskOut | None = None,
+        grant: GrantOfferOut | None = None,
     ) -> PendingOut:
         # Past the choice (the second yes, the passkey step) the set is named by its chosen card.
         final = pending.stage in (Stage.FINAL, Stage.PASSKEY)
@@ -176,6 +234,7 @@ class PendingOut(BaseModel):
             extensions_left=max(0, max_extensions - pending.extensions),
             nonce=pending.nonce,
             passkey=passkey,
+            grant=grant,
         )
 
 
@@ -223,6 +282,14 @@ class PendingList(BaseModel):
     )
 
 
+class GrantIn(_In):
+    """With a yes: allow the same again, for ``minutes``, at most ``uses`` times. Signed with
+    the rest of the tap, so only the paired device's key can ask for one."""
+
+    minutes: int = Field(ge=1, le=grants.MOST_MINUTES)
+    uses: int = Field(ge=1, le=grants.MOST_USES)
+
+
 class TapIn(_In):
     """A tap (or key, or switch press) on a card."""
 
@@ -236,6 +303,26 @@ class TapIn(_In):
         max_length=5,
         description="The cards whose full text this device showed; a shortened card needs it",
     )
+    grant: GrantIn | None = Field(
+        default=None,
+        description="With a yes to a set that offers it: allow the same again for a while; an "
+        "ask the set or the operator does not allow refuses the whole answer",
+    )
+
+
+class AllItem(_In):
+    """One of the sets an "Approve all" answers: its id, its nonce, the cards shown in full."""
+
+    pending_id: str = Field(max_length=100)
+    nonce: str = Field(max_length=200)
+    shown: list[Annotated[int, Field(ge=1, le=5)]] = Field(default_factory=list, max_length=5)
+
+
+class ApproveAllIn(_In):
+    """Approve each of several waiting one-card sets, shown on this device, with one answer."""
+
+    sets: list[AllItem] = Field(min_length=2, max_length=10)
+    input: Literal["touch", "key", "switch"] = "touch"
 
 
 class PushKeys(_In):
@@ -283,6 +370,7 @@ class AnswerOut(BaseModel):
     deadline: float
     seconds_left: float
     receipt_id: str | None
+    grant: GrantOut | None = None
 
     @classmethod
     def of(cls, outcome: Outcome, *, now: float, heard: list[str]) -> AnswerOut:
@@ -307,7 +395,14 @@ class AnswerOut(BaseModel):
             deadline=pending.deadline,
             seconds_left=max(0.0, pending.deadline - now),
             receipt_id=outcome.receipt.id if outcome.receipt else None,
+            grant=GrantOut.of(outcome.grant, now=now) if outcome.grant else None,
         )
+
+
+class AllOut(BaseModel):
+    """What an "Approve all" did to each set, in the order asked."""
+
+    answers: list[AnswerOut]
 
 
 class ReceiptOut(BaseModel):

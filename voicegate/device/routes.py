@@ -23,7 +23,10 @@ from voicegate import limits
 from voicegate.device.auth import device_dependency
 from voicegate.device.edge import TIME_HEADER, limited_route, refusal, status_for
 from voicegate.device.models import (
+    AllOut,
     AnswerOut,
+    ApproveAllIn,
+    GrantOfferOut,
     MoreTimeIn,
     PairIn,
     PairOut,
@@ -45,6 +48,7 @@ from voicegate.gate.types import (
     Device,
     DeviceKind,
     Evidence,
+    GrantAsk,
     InputKind,
     Modality,
     Passkey,
@@ -122,7 +126,15 @@ def device_router(services: Services) -> APIRouter:
                 if held is None:
                     held = await services.store.passkeys.list(device.user)
                 ask = _passkey_ask(services, p, held)
-            out.append(PendingOut.of(p, now=now, max_extensions=gate.max_extensions, passkey=ask))
+            out.append(
+                PendingOut.of(
+                    p,
+                    now=now,
+                    max_extensions=gate.max_extensions,
+                    passkey=ask,
+                    grant=_grant_offer(services, p),
+                )
+            )
         pipeline = services.voice
         return PendingList(
             sets=out,
@@ -146,6 +158,8 @@ def device_router(services: Services) -> APIRouter:
         """Choose a card, confirm or cancel by touch, key or switch."""
         if body.decision == "choose" and body.card is None:
             raise Refused(Reason.BAD_REQUEST, "choose needs a card number")
+        if body.decision == "cancel" and body.grant is not None:
+            raise Refused(Reason.BAD_REQUEST, "a grant goes with a yes, never with cancel")
         await within_budget(device, "answer")
         await not_anothers(services, device, body.pending_id)
         decision = Decision(Kind(body.decision), body.card)
@@ -157,8 +171,37 @@ def device_router(services: Services) -> APIRouter:
             decision,
             InputKind(body.input),
             shown_in_full=frozenset(body.shown),
+            grant=GrantAsk(body.grant.minutes, body.grant.uses) if body.grant else None,
         )
         return answer_response(services, evidence, await gate.answer(evidence), heard=[])
+
+    @router.post("/approve-all", response_model=AllOut, openapi_extra=SIGNED)
+    async def approve_all(body: ApproveAllIn, device: Device = signed) -> AllOut:
+        """Approve each of several waiting one-card sets this device showed, with one signed
+        answer: each is released once, with its own receipt. Refused whole, before any runs,
+        where a set is several cards or high-risk."""
+        for item in body.sets:
+            await not_anothers(services, device, item.pending_id)
+        # Each set approved is an answer, and spends one from the answer budgets.
+        spent: list[limits.What] = ["answer"] * len(body.sets)
+        await within_budget(device, *spent)
+        evidences = [
+            new_evidence(
+                services,
+                device,
+                item.pending_id,
+                item.nonce,
+                Decision(Kind.CHOOSE, 1),
+                InputKind(body.input),
+                shown_in_full=frozenset(item.shown),
+            )
+            for item in body.sets
+        ]
+        outcomes = await gate.answer_all(evidences)
+        now = clock()
+        for evidence, outcome in zip(evidences, outcomes, strict=True):
+            _report(services, evidence, outcome)
+        return AllOut(answers=[AnswerOut.of(o, now=now, heard=[]) for o in outcomes])
 
     @router.post(
         "/voice",
@@ -378,6 +421,21 @@ def _passkey_ask(services: Services, pending: PendingSet, held: list[Passkey]) -
         origin=rp.origins[0] if rp else None,
         credentials=[b64url(p.credential_id) for p in held],
         timeout_ms=TIMEOUT_MS,
+    )
+
+
+def _grant_offer(services: Services, pending: PendingSet) -> GrantOfferOut | None:
+    """What a yes to ``pending`` may also allow again, where it may."""
+    gate = services.gate
+    offered = gate.grant_offer(pending)
+    if offered is None:
+        return None
+    fixed, varying = offered
+    return GrantOfferOut(
+        fixed=list(fixed),
+        varying=list(varying),
+        max_minutes=gate.grant_rules.max_minutes,
+        max_uses=gate.grant_rules.max_uses,
     )
 
 

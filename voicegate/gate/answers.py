@@ -13,9 +13,12 @@ asked again, and none is ever skipped.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import secrets
 
-from voicegate.errors import Refused
+from voicegate.errors import Refused, StoreUnavailable
+from voicegate.gate import grants
 from voicegate.gate.checks import EVIDENCE_MAX_AGE, Checklist, check_answer, check_set
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import extend
@@ -26,6 +29,8 @@ from voicegate.passkey import passkey_id
 from voicegate.reasons import Kind, Reason
 
 __all__ = ["answer"]
+
+logger = logging.getLogger(__name__)
 
 
 async def answer(w: Wiring, evidence: Evidence) -> Outcome:
@@ -72,6 +77,14 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
             return refused(evidence, pending, refusal.reason, checks.done())
         return Outcome(extended, decision, False, checks.done())
     assert verdict.chosen is not None
+    if evidence.grant is not None:
+        # Fail closed: a yes whose grant part may not be had releases nothing at all, so the
+        # user never gets a write they approved only together with a repeat they cannot have.
+        why = grants.refusal(w, pending, evidence.grant)
+        if why is not None:
+            checks.fail("grant_allowed", why)
+            return refused(evidence, pending, why, checks.done())
+        checks.ok("grant_allowed")
     if not await w.store.ledger.consume(
         "evidence:" + evidence.id, expires_at=evidence.created_at + 2 * EVIDENCE_MAX_AGE
     ):
@@ -84,7 +97,17 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
     following = _next_stage(w, pending, verdict.chosen) if high else None
     if following is not None:
         return await _advance(w, evidence, pending, verdict.chosen, checks, following)
-    return await release(w, evidence, pending, verdict.chosen, checks, passkey=verdict.passkey)
+    outcome = await release(w, evidence, pending, verdict.chosen, checks, passkey=verdict.passkey)
+    if evidence.grant is None or not outcome.released or outcome.receipt is None:
+        return outcome
+    try:
+        made = await grants.make(w, evidence, pending, outcome.receipt)
+    except StoreUnavailable:
+        # The write ran and its receipt is written; only the repeat is not there, and the
+        # answer says so by carrying no grant.
+        logger.warning("grant for %s not stored: the store is unreachable", pending.id)
+        return outcome
+    return dataclasses.replace(outcome, grant=made)
 
 
 _ORDER = (Stage.CHOOSE, Stage.FINAL, Stage.PASSKEY)

@@ -24,7 +24,7 @@ from voicegate.gate.release import (
     write_outcome,
 )
 from voicegate.gate.settlement import settle
-from voicegate.gate.types import Check, PendingSet, Receipt, Risk, Stage, Status
+from voicegate.gate.types import Check, GrantUse, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 
@@ -42,8 +42,10 @@ async def run_confirmed(
     checks: Sequence[Check] = (),
     risk: Risk = Risk.LOW,
     proposed_at: float | None = None,
+    grant: GrantUse | None = None,
 ) -> Receipt:
-    """Run a write already approved outside the card flow (a token, or the client's dialog).
+    """Run a write already approved outside the card flow (a token, the client's dialog, or a
+    grant the user made on the device, which ``grant`` names in the receipt).
 
     The approval is claimed as a set created ``executing`` (a second claim of the same
     ``spend_key`` raises ``Refused(ALREADY_USED)``), then ``spend_key`` is consumed, so the
@@ -95,6 +97,7 @@ async def run_confirmed(
         evidence=None,
         result=result,
         error=error,
+        grant=grant,
     )
     _, receipt = await write_outcome(w, claim, unsealed)
     if receipt is None:

@@ -47,6 +47,9 @@ CHECK_NAMES: tuple[str, ...] = (
     "evidence_consumed_once",  # this evidence was never used before
     "nonce_consumed_once",  # this set's nonce was never spent before
     "approval_consumed_once",  # a token or other approval outside the card flow, spent once
+    "grant_allowed",  # a yes that asks for a grant: one card, not high-risk, within bounds
+    "grant_fits",  # a write run under a grant: same user, upstream, tool and fixed arguments
+    "grant_spent_once",  # ... and one of the grant's uses, spent atomically, was left for it
 )
 
 # Evidence older than this is stale even if its set is still open: an answer is given to a card

@@ -5,10 +5,11 @@ of its own that reads the gate's parts (``wiring.Wiring``):
 
 - ``proposals``: open a set, read it, give it more time, cancel or withdraw it;
 - ``checks``: the named checks an answer must pass, pure;
-- ``answers``: act on an answer that passed them;
+- ``answers``: act on an answer that passed them (``batch``: one answer for several cards);
 - ``release``: claim, spend, call the upstream once, append the receipt, record the result;
 - ``settlement``: settle the sets a crash left ``executing``;
-- ``approvals``: writes approved outside the card flow (a token, the client's own dialog).
+- ``approvals``: writes approved outside the card flow (a token, the client's own dialog);
+- ``grants``: "approve, and allow the same for a while": made on the device, spent here.
 
 A write runs at most once, and a crash anywhere in a release leaves a set that
 ``settle_interrupted`` settles without running it again.
@@ -19,13 +20,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from voicegate.gate import answers, approvals, faults, proposals, quota, settlement
+from voicegate.gate import answers, approvals, batch, faults, proposals, quota, settlement
+from voicegate.gate import grants as granting
 from voicegate.gate.backlog import RETRY_DELAYS, Backlog
 from voicegate.gate.drafts import UNRECORDED
+from voicegate.gate.grants import GrantRules
 from voicegate.gate.outcome import Outcome
 from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.types import Check, Evidence, HighRiskStep, PendingSet, Receipt, Risk
+from voicegate.gate.types import (
+    Check,
+    Evidence,
+    Grant,
+    HighRiskStep,
+    PendingSet,
+    Receipt,
+    Risk,
+)
 from voicegate.gate.wiring import Executor
 from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
@@ -73,6 +84,8 @@ class Gate:
         limits: quota.ProposalLimits | None = quota.DEFAULT,
         on_step: Callable[[str], None] = faults.reach,
         on_news: Callable[[str, PendingSet], None] | None = None,
+        upstream: str = "",
+        grant_rules: GrantRules | None = None,
     ) -> None:
         if max_extensions < 10:
             raise ValueError("WCAG 2.2.1 asks for at least 10 extensions")
@@ -97,6 +110,8 @@ class Gate:
         self.limits = limits
         self.on_step = on_step
         self.on_news = on_news
+        self.upstream = upstream
+        self.grant_rules = grant_rules if grant_rules is not None else GrantRules()
 
     # -- proposing and reading: voicegate.gate.proposals --------------------------------------
 
@@ -156,6 +171,16 @@ class Gate:
             self.on_news("released", outcome.pending)
         return outcome
 
+    async def answer_all(self, evidences: Sequence[Evidence]) -> list[Outcome]:
+        """One answer that approves several one-card sets, each released on its own; refused
+        whole where any is several cards or high-risk (``voicegate.gate.batch``)."""
+        outcomes = await batch.approve_all(self, evidences)
+        if self.on_news is not None:
+            for outcome in outcomes:
+                if outcome.released:
+                    self.on_news("released", outcome.pending)
+        return outcomes
+
     # -- other ways in: voicegate.gate.approvals ----------------------------------------------
 
     async def run_confirmed(
@@ -186,6 +211,26 @@ class Gate:
     async def run_delegated(self, user: str, request: ActionRequest) -> Receipt:
         """Run at once, trusting the client's own dialog; the receipt says so."""
         return await approvals.run_delegated(self, user, request)
+
+    # -- grants: voicegate.gate.grants -------------------------------------------------------
+
+    async def use_grant(self, user: str, request: ActionRequest) -> tuple[Grant, Receipt] | None:
+        """Run ``request`` at once under a live grant of ``user`` it fits (the grant as spent,
+        and the receipt), or None: then it needs a card."""
+        return await granting.use(self, user, request.tool, request.arguments)
+
+    def grant_offer(self, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The arguments a yes to ``pending`` could keep fixed and let vary under a grant, or
+        None where it may not make one."""
+        return granting.offer(self, pending)
+
+    async def grants(self, user: str | None) -> list[Grant]:
+        """The live grants of ``user`` (everyone's when None), oldest first."""
+        return await self.store.grants.live(user, self.clock())
+
+    async def end_grant(self, grant_id: str, *, user: str | None) -> bool:
+        """End a grant now (of ``user`` only, when named); True when it was live."""
+        return await self.store.grants.end(grant_id, at=self.clock(), user=user)
 
     # -- after a crash: voicegate.gate.settlement ---------------------------------------------
 

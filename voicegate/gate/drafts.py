@@ -16,6 +16,7 @@ from voicegate.gate.types import (
     Check,
     Choice,
     Evidence,
+    GrantUse,
     PasskeyProof,
     PendingSet,
     Receipt,
@@ -67,6 +68,7 @@ def draft(
     result: Any,
     error: str | None,
     passkey: PasskeyProof | None = None,
+    grant: GrantUse | None = None,
 ) -> Receipt:
     """The receipt of ``pending``'s chosen action, not yet sealed nor linked into a chain."""
     assert pending.chosen is not None
@@ -100,6 +102,7 @@ def draft(
         first_yes=pending.first_yes,
         second_yes=pending.second_yes,
         passkey=passkey,
+        grant=grant,
         choice=_choice_of(pending),
         # A device release passed ``shown_in_full``: the screen held the whole text.
         shown_text=card.full(action.tool, action.arguments) if evidence else None,

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from voicegate.gate.types import Check, Decision, Evidence, PendingSet, Receipt, Risk, Stage, Status
+from voicegate.gate.types import (
+    Check,
+    Decision,
+    Evidence,
+    Grant,
+    PendingSet,
+    Receipt,
+    Risk,
+    Stage,
+    Status,
+)
 from voicegate.reasons import Kind, Reason
 
 __all__ = ["Outcome", "refused"]
@@ -20,6 +30,8 @@ class Outcome:
     checks: tuple[Check, ...]
     reason: Reason | None = None
     receipt: Receipt | None = None
+    # The grant the answer asked for, made once its card was released.
+    grant: Grant | None = None
 
 
 def refused(

@@ -241,6 +241,14 @@ class PendingSet:
 
 
 @dataclass(frozen=True, slots=True)
+class GrantAsk:
+    """What the user asked for with a yes: allow the same for ``minutes``, ``uses`` times."""
+
+    minutes: int
+    uses: int
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """An answer from a paired device, already authenticated and decided."""
 
@@ -261,6 +269,8 @@ class Evidence:
     shown_in_full: frozenset[int] = frozenset()
     # A passkey step's WebAuthn assertion, checked by the gate against the set it answers.
     passkey: PasskeyAssertion | None = None
+    # The user's ask to allow the same again for a while ("approve, and allow the same").
+    grant: GrantAsk | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +339,50 @@ class PushSubscription:
 
 
 @dataclass(frozen=True, slots=True)
+class Grant:
+    """A user's leave to repeat one approved write without a card: narrow and short-lived.
+
+    Made only from the user's own signed answer on a paired device (``voicegate.gate.grants``).
+    A call fits it when it is for ``tool`` on ``upstream`` for ``user`` and its arguments, less
+    the ``free`` names, are exactly ``fixed`` (``fixed_hash`` is their canonical hash). Each fit
+    spends one of ``uses_left``; past ``expires_at`` or once ``ended_at`` is set it fits nothing.
+    """
+
+    id: str
+    user: str
+    upstream: str
+    tool: str
+    fixed: JSONObject
+    fixed_hash: str
+    free: tuple[str, ...]
+    created_at: float
+    expires_at: float
+    max_uses: int
+    uses_left: int
+    device_id: str
+    # The set whose approval made it, and that approval's receipt.
+    pending_id: str
+    receipt_id: str
+    ended_at: float | None = None
+
+    def live(self, now: float) -> bool:
+        """Whether it may still be spent at ``now``."""
+        return self.ended_at is None and self.uses_left > 0 and now < self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class GrantUse:
+    """What a receipt of a write run under a grant says of it: the grant, the card that made
+    it (its set and receipt), and how many uses were left after this one."""
+
+    grant_id: str
+    made_by: str
+    made_receipt: str
+    uses_left: int
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One named confirm check and how it came out."""
 
@@ -374,6 +428,8 @@ class Receipt:
     # The yes between the choice and a passkey step (``HighRiskStep.BOTH``), and the passkey.
     second_yes: FirstYes | None = None
     passkey: PasskeyProof | None = None
+    # The grant a write ran under, in place of a card (``voicegate.gate.grants``).
+    grant: GrantUse | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
@@ -381,13 +437,13 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes``, ``choice``, ``shown_text``, ``second_yes`` and ``passkey`` are left out
-        when there are none, so receipts written before they existed keep their digests.
+        ``first_yes``, ``choice``, ``shown_text``, ``second_yes``, ``passkey`` and ``grant`` are
+        left out when there are none, so receipts written before they existed keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        for optional in ("first_yes", "choice", "shown_text", "second_yes", "passkey"):
+        for optional in ("first_yes", "choice", "shown_text", "second_yes", "passkey", "grant"):
             if data[optional] is None:
                 del data[optional]
         return data
@@ -465,6 +521,7 @@ def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
             "second_yes": first_yes_from_dict(data.get("second_yes")),
             "choice": choice_from_dict(data.get("choice")),
             "passkey": PasskeyProof(**data["passkey"]) if data.get("passkey") else None,
+            "grant": GrantUse(**data["grant"]) if data.get("grant") else None,
         }
     )
 

@@ -8,7 +8,7 @@ needs them: a caller that swaps the upstream or the backlog on a running gate is
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicegate.gate.backlog import Backlog
 from voicegate.gate.quota import ProposalLimits
@@ -17,6 +17,9 @@ from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
+
+if TYPE_CHECKING:
+    from voicegate.gate.grants import GrantRules
 
 # Runs one write upstream: the tool's name and its arguments, to its result.
 Executor = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
@@ -47,3 +50,7 @@ class Wiring(Protocol):
     limits: ProposalLimits | None
     # Called with the name of each step of a release as it is passed (``faults.POINTS``).
     on_step: Callable[[str], None]
+    # The upstream this gate stands in front of (``UpstreamSpec.describe``), which grants bind,
+    # and the operator's bounds on grants.
+    upstream: str
+    grant_rules: GrantRules

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.grants import GrantRules
 from voicegate.gate.types import PendingSet, Risk
 from voicegate.mcp import choices, replies
 from voicegate.reasons import Reason
@@ -59,6 +60,9 @@ class GatedServer:
             is_write=lambda tool: tool in self._writes,
             receipt_keys=receipt_keys or KeyRing.generate(),
             clock=clock,
+            # No grants here: a write's risk may depend on its arguments (``RiskRule``), which the
+            # gate does not see when a grant would be spent. The device is never offered one.
+            grant_rules=GrantRules(max_minutes=0),
         )
         self._add_own_tools()
 

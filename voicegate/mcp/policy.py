@@ -8,11 +8,12 @@ do not call a read is a write, so a tool nobody thought about waits for the user
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from voicegate.errors import ConfigError
+from voicegate.gate.grants import GrantRules
 from voicegate.gate.types import HighRiskStep, Risk
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
@@ -40,8 +41,8 @@ class Classification:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob, and
-    the second step of a high-risk card per glob.
+    """The operator's rules: globs for reads, writes and high-risk writes, modes per glob, the
+    second step of a high-risk card per glob, and the bounds on grants.
 
     The step defaults to another yes (``HighRiskStep.YES``): a passkey needs one registered
     first and a page served at a domain name (or localhost), so asking for it everywhere by
@@ -56,6 +57,7 @@ class Policy:
     default_mode: Mode = Mode.DEVICE
     steps: tuple[tuple[str, HighRiskStep], ...] = ()
     default_step: HighRiskStep = HighRiskStep.YES
+    grants: GrantRules = field(default_factory=GrantRules)
 
     def classify(self, tool: str, *, read_only_hint: bool | None = None) -> Classification:
         """Classify ``tool``; ``read_only_hint`` is what the upstream claims about it."""
@@ -90,6 +92,18 @@ class Policy:
             if fnmatchcase(tool, pattern):
                 step = chosen
         return step
+
+
+def grants_line(rules: GrantRules) -> str:
+    """The operator's bounds on grants, in one line (said at start when not the defaults)."""
+    if not rules.on:
+        return "grants: off (--grant-max or --grant-max-uses is 0)"
+    line = f"grants: at most {rules.max_minutes} minutes and {rules.max_uses} uses"
+    if rules.free:
+        line += "; may vary: " + ", ".join(f"{g} ({', '.join(n)})" for g, n in rules.free)
+    if rules.off:
+        line += "; never for: " + ", ".join(rules.off)
+    return line
 
 
 def _matches(tool: str, patterns: Iterable[str]) -> bool:
@@ -213,12 +227,16 @@ def policy_lines(policy: Policy, tools: Mapping[str, bool]) -> list[tuple[bool, 
                 + ", ".join(unnamed),
             )
         )
+    if policy.grants != GrantRules():
+        lines.append((False, grants_line(policy.grants)))
     flags = (
         ("--reads", policy.reads),
         ("--writes", policy.writes),
         ("--high-risk", policy.high_risk),
         ("--mode", tuple(glob for glob, _ in policy.modes)),
         ("--high-risk-step", tuple(glob for glob, _ in policy.steps)),
+        ("--grant-free", tuple(glob for glob, _ in policy.grants.free)),
+        ("--no-grants", policy.grants.off),
     )
     unmatched = [
         f"{flag} {glob!r}"

@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from voicegate.canonical import TOOL_NAME_CHARS, arguments_json
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import PendingSet, Receipt, Risk, Status
+from voicegate.gate.types import Grant, PendingSet, Receipt, Risk, Status
 from voicegate.mcp import choices, replies, token_mode, tool_list
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import OWN_TOOLS, Classification, Mode
@@ -212,15 +212,23 @@ class GatedTools:
         if kind.mode is Mode.DELEGATE:
             request = ActionRequest(tool=kind.tool, arguments=arguments)
             receipt = await self.gate.run_delegated(self.options.user, request)
-            self._ran(receipt, mode=Mode.DELEGATE)
+            self._ran(receipt, mode=Mode.DELEGATE.value)
             return _from_receipt(receipt)
         if kind.mode is Mode.TOKEN:
             return await self._token(kind, arguments)
+        request = ActionRequest(tool=kind.tool, arguments=arguments)
+        if kind.risk is Risk.LOW:
+            # A grant the user made on the device for exactly this call runs it at once.
+            granted = await self.gate.use_grant(self.options.user, request)
+            if granted is not None:
+                grant, receipt = granted
+                self._ran(receipt, mode="grant")
+                return _with_grant(_from_receipt(receipt), grant)
         # Asked first: once the set exists, a failing store must not say "nothing ran" of it.
         paired = await self.gate.paired(self.options.user)
         pending = await self.gate.propose(
             self.options.user,
-            [ActionRequest(tool=kind.tool, arguments=arguments)],
+            [request],
             risk=kind.risk,
             mode=Mode.DEVICE.value,
             agent=self.options.agent,
@@ -309,13 +317,13 @@ class GatedTools:
             token=token,
             risk=kind.risk,
         )
-        self._ran(receipt, mode=Mode.TOKEN)
+        self._ran(receipt, mode=Mode.TOKEN.value)
         return _from_receipt(receipt)
 
-    def _ran(self, receipt: Receipt, *, mode: Mode) -> None:
+    def _ran(self, receipt: Receipt, *, mode: str) -> None:
         self.events.accepted(
             edge="mcp",
-            mode=mode.value,
+            mode=mode,
             tool=receipt.tool,
             user=receipt.user,
             released=True,
@@ -405,4 +413,17 @@ def _from_receipt(receipt: Receipt) -> CallToolResult:
         result = _reply(replies.ran_unrecordable(receipt))
     meta = dict(result.meta or {})
     meta["voicegate/receipt"] = receipt.id
+    return result.model_copy(update={"meta": meta})
+
+
+def _with_grant(result: CallToolResult, grant: Grant) -> CallToolResult:
+    """``result`` saying it ran under ``grant``: which one, what is left of it, and the set whose
+    approval made it."""
+    meta = dict(result.meta or {})
+    meta["voicegate/grant"] = {
+        "id": grant.id,
+        "uses_left": grant.uses_left,
+        "expires_at": grant.expires_at,
+        "made_by": grant.pending_id,
+    }
     return result.model_copy(update={"meta": meta})

@@ -18,6 +18,7 @@ from typing import Protocol
 from voicegate.gate.receipts import Heads
 from voicegate.gate.types import (
     Device,
+    Grant,
     PairingCode,
     Passkey,
     PendingSet,
@@ -188,6 +189,44 @@ class PushStore(Protocol):
         True when one was forgotten."""
 
 
+class GrantStore(Protocol):
+    """Users' grants: leave to repeat one approved write, bounded by expiry and a count.
+
+    Grants belong to the device that made them as well as to the user: revoking the device
+    ends them (``end_for_device``), since its key made them and may be in someone else's hand.
+    """
+
+    async def add(self, grant: Grant) -> None:
+        """Store a new grant; an existing id raises ``ValueError``."""
+
+    async def get(self, grant_id: str) -> Grant | None:
+        """One grant by id, live or not, or None."""
+
+    async def live(self, user: str | None, now: float) -> builtins.list[Grant]:
+        """Grants of ``user`` (everyone's when None) that may still be spent at ``now``: not
+        ended, not expired, a use left. Oldest first."""
+
+    async def spend(self, grant_id: str, now: float) -> Grant | None:
+        """Take one use of a grant that is live at ``now``; the grant after it, or None.
+
+        One atomic step: of N racing spends on a grant with k uses left, across processes,
+        exactly min(N, k) succeed, each seeing a different ``uses_left``.
+        """
+
+    async def end(self, grant_id: str, *, at: float, user: str | None = None) -> bool:
+        """End a grant now (of ``user`` only, when named); True when it had not ended."""
+
+    async def end_for_device(self, device_id: str, *, at: float) -> int:
+        """End every grant ``device_id`` made that had not ended; how many."""
+
+    async def prune(self, before: float) -> int:
+        """Forget grants that expired, or were ended, before ``before``; the number forgotten.
+
+        A live grant is never forgotten (its expiry is in the future); one whose uses are spent is
+        kept until its expiry is before ``before``.
+        """
+
+
 class ReceiptStore(Protocol):
     """An append-only, per-user chain of receipts, with a signed head per user and a roster.
 
@@ -248,6 +287,7 @@ class Store(Protocol):
     templates: TemplateStore
     passkeys: PasskeyStore
     push: PushStore
+    grants: GrantStore
     durable: bool
 
     async def close(self) -> None:

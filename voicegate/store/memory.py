@@ -17,6 +17,7 @@ from voicegate.gate.receipts import ChainHead, Heads, Roster, sign_head, sign_ro
 from voicegate.gate.types import (
     OPEN_STATUSES,
     Device,
+    Grant,
     PairingCode,
     Passkey,
     PendingSet,
@@ -33,6 +34,7 @@ from voicegate.store.base import (
     Budgets,
     DeviceStore,
     FingerprintStore,
+    GrantStore,
     Ledger,
     PairingStore,
     PasskeyStore,
@@ -373,6 +375,77 @@ class MemoryPush:
             return True
 
 
+class MemoryGrants:
+    """Grants by id, in insertion order; a spend is one step under the lock."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._guard = guard
+        self._rows: dict[str, Grant] = {}
+
+    async def add(self, grant: Grant) -> None:
+        """Store a new grant; an existing id raises ``ValueError``."""
+        with self._guard:
+            if grant.id in self._rows:
+                raise ValueError(f"grant {grant.id!r} exists")
+            self._rows[grant.id] = grant
+
+    async def get(self, grant_id: str) -> Grant | None:
+        """One grant by id, or None."""
+        with self._guard:
+            return self._rows.get(grant_id)
+
+    async def live(self, user: str | None, now: float) -> builtins.list[Grant]:
+        """Live grants of ``user`` (everyone's when None), oldest first."""
+        with self._guard:
+            found = [
+                g for g in self._rows.values() if (user is None or g.user == user) and g.live(now)
+            ]
+        return sorted(found, key=lambda g: g.created_at)
+
+    async def spend(self, grant_id: str, now: float) -> Grant | None:
+        """Take one use of a live grant."""
+        with self._guard:
+            found = self._rows.get(grant_id)
+            if found is None or not found.live(now):
+                return None
+            spent = dataclasses.replace(found, uses_left=found.uses_left - 1)
+            self._rows[grant_id] = spent
+            return spent
+
+    async def end(self, grant_id: str, *, at: float, user: str | None = None) -> bool:
+        """End a grant (of ``user`` only, when named)."""
+        with self._guard:
+            found = self._rows.get(grant_id)
+            if found is None or found.ended_at is not None:
+                return False
+            if user is not None and found.user != user:
+                return False
+            self._rows[grant_id] = dataclasses.replace(found, ended_at=at)
+            return True
+
+    async def end_for_device(self, device_id: str, *, at: float) -> int:
+        """End every grant the device made."""
+        with self._guard:
+            ending = [
+                g for g in self._rows.values() if g.device_id == device_id and g.ended_at is None
+            ]
+            for g in ending:
+                self._rows[g.id] = dataclasses.replace(g, ended_at=at)
+            return len(ending)
+
+    async def prune(self, before: float) -> int:
+        """Forget grants that expired or ended before ``before``."""
+        with self._guard:
+            gone = [g.id for g in self._rows.values() if _grant_done_before(g, before)]
+            for grant_id in gone:
+                del self._rows[grant_id]
+            return len(gone)
+
+
+def _grant_done_before(grant: Grant, before: float) -> bool:
+    return grant.expires_at < before or (grant.ended_at is not None and grant.ended_at < before)
+
+
 class MemoryReceipts:
     """Receipt chains per user, each with its signed head, and the roster."""
 
@@ -470,6 +543,7 @@ class MemoryStore:
         self.templates: TemplateStore = MemoryTemplates(self._guard)
         self.passkeys: PasskeyStore = MemoryPasskeys(self._guard)
         self.push: PushStore = MemoryPush(self._guard)
+        self.grants: GrantStore = MemoryGrants(self._guard)
 
     async def start(self) -> None:
         """Nothing to open; present so every backend starts the same way."""

@@ -29,6 +29,7 @@ from voicegate.store.base import (
     Budgets,
     DeviceStore,
     FingerprintStore,
+    GrantStore,
     Ledger,
     PairingStore,
     PasskeyStore,
@@ -37,6 +38,7 @@ from voicegate.store.base import (
     ReceiptStore,
     TemplateStore,
 )
+from voicegate.store.sql_grants import SqlGrants
 from voicegate.store.sql_passkeys import SqlPasskeys
 from voicegate.store.sql_push import SqlPush
 from voicegate.store.sql_receipts import SqlReceipts
@@ -317,6 +319,7 @@ class SqlStore:
         self.templates: TemplateStore = SqlTemplates(db)
         self.passkeys: PasskeyStore = SqlPasskeys(db)
         self.push: PushStore = SqlPush(db)
+        self.grants: GrantStore = SqlGrants(db)
 
     async def start(self) -> None:
         """Connect and create the schema; raises ``StoreUnavailable`` when that fails."""

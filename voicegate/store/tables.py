@@ -63,6 +63,16 @@ def create_statements(*, serial: str, real: str, blob: str, sorted_text: str) ->
             endpoint TEXT NOT NULL, p256dh TEXT NOT NULL, auth TEXT NOT NULL,
             created_at {real} NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS vg_push_user ON vg_push (user_id, created_at)",
+        # Grants; created on open like the templates. ``fixed`` is the JSON of the fixed
+        # arguments, ``free`` that of the names that may vary.
+        f"""CREATE TABLE IF NOT EXISTS vg_grants (
+            ord {serial}, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, upstream TEXT NOT NULL,
+            tool TEXT NOT NULL, fixed TEXT NOT NULL, fixed_hash TEXT NOT NULL, free TEXT NOT NULL,
+            created_at {real} NOT NULL, expires_at {real} NOT NULL, max_uses BIGINT NOT NULL,
+            uses_left BIGINT NOT NULL, device_id TEXT NOT NULL, pending_id TEXT NOT NULL,
+            receipt_id TEXT NOT NULL, ended_at {real})""",
+        "CREATE INDEX IF NOT EXISTS vg_grants_user ON vg_grants (user_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS vg_grants_device ON vg_grants (device_id)",
         f"""CREATE TABLE IF NOT EXISTS vg_receipts (
             id TEXT PRIMARY KEY, user_id {sorted_text} NOT NULL, seq BIGINT NOT NULL,
             digest TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (user_id, seq))""",

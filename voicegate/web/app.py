@@ -37,6 +37,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from voicegate.device.edge import MAX_DETAIL, validation_detail
 from voicegate.device.enrol import enrol_router
+from voicegate.device.grants import grant_router
 from voicegate.device.passkeys import passkey_router
 from voicegate.device.push import push_router
 from voicegate.device.routes import device_router
@@ -150,6 +151,8 @@ def build_app(
         device_refusal=catalog.device_refusal,
         risk_of=catalog.risk_of,
         step_of=catalog.step_of,
+        upstream=upstream.describe(),
+        grant_rules=policy.grants,
         relying_party=config.relying_party(),
         clock=clock,
         limits=config.proposal_limits,
@@ -264,6 +267,7 @@ def build_app(
     app.include_router(device_router(services))
     app.include_router(enrol_router(services))
     app.include_router(passkey_router(services))
+    app.include_router(grant_router(services))
     app.include_router(push_router(services))
     app.include_router(approve_router(services))
     if config.trusted_proxies:

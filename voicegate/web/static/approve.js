@@ -16,11 +16,17 @@ import { answerLines, closedLine, timeWords } from "/approve/texts.js";
 import { speakButton } from "/approve/voice.js";
 import { bindTeach, teachFor } from "/approve/teach.js";
 import { assertFor, bindPasskeys, loadPasskeys, showPasskeys } from "/approve/passkeys.js";
+import { allStatus, eligible, showAll } from "/approve/all.js";
+import {
+  anyGrants, grantAsked, grantChoice, grantLine, loadGrants, showGrants,
+} from "/approve/grants.js";
 import { bindHelp, speakWords } from "/approve/help.js";
 import { bindForget } from "/approve/forget.js";
 import { bindNotify, offerNotifications } from "/approve/notify.js";
 
 const POLL_MS = 1500;
+// While a grant is listed, its uses left are asked for every this many polls (15 s).
+const GRANT_POLLS = 10;
 // Remembered in this browser: answers from here come from a switch interface.
 const SWITCH_SETTING = "voicegate.switch";
 
@@ -35,6 +41,7 @@ const state = {
   warned: new Set(), // "id:deadline" already announced
   polling: null,
   ticker: null,
+  polls: 0, // polls done, for the grants' occasional refresh
   serverVoice: true, // false once /device/pending says this server takes no spoken answers
   yesByVoice: true, // false where a yes is a tap only (Hindi on: the base model)
   // A set to open on (``?set=ID``, from a notification), and whether to make Speak ready.
@@ -83,6 +90,7 @@ function showPairing(message = "") {
   $("receipts-box").hidden = true;
   $("forget").hidden = true;
   showPasskeys(false);
+  showGrants(false);
   $("notify-box").hidden = true;
   $("paired-line").textContent = "";
   teachFor(null);
@@ -96,6 +104,7 @@ function showCards() {
   $("receipts-box").hidden = false;
   $("forget").hidden = false;
   showPasskeys(true);
+  showGrants(true);
   showKind();
   offerNotifications();
   startPolling();
@@ -139,6 +148,8 @@ async function poll() {
       showKind();
     }
     render(body.sets);
+    state.polls += 1;
+    if (anyGrants() && state.polls % GRANT_POLLS === 0) loadGrants();
   } catch (err) {
     $("device-line").textContent = "Cannot reach the server; retrying.";
   } finally {
@@ -210,6 +221,7 @@ function render(sets) {
     say(`New request: ${nameOf(set)}. ${timeWords(set.deadline - now())} to answer.`);
   }
   $("empty").hidden = sets.length > 0;
+  showAll(sets);
   if (refocus) focusAfter(...refocus);
   focusAsked();
   tick();
@@ -258,6 +270,7 @@ function buildArticle(set) {
     moreTime: () => moreTime(set.id),
     cancel: (event) => tapAnswer(set.id, "cancel", null, event),
     speak: voice ? speakButton(set.id, name, sendVoice, () => microphoneFailed(set.id)) : null,
+    grant: grantChoice(set, name),
   });
 }
 
@@ -355,10 +368,44 @@ async function tapAnswer(pendingId, decision, card, event) {
   const response = await postJson("/device/tap", {
     pending_id: pendingId, nonce: set.nonce, decision, card, input: inputOf(event),
     shown: [...expandedOf(pendingId)],
+    grant: decision === "cancel" ? undefined : grantAsked(pendingId),
   });
   const body = await response.json();
   settled(body);
   showAnswer(body);
+  poll();
+}
+
+// "Approve all N": one signed answer for each waiting single card; each set shows its own result.
+async function approveAll(event) {
+  const ready = eligible(state.sets.values());
+  if (ready.length < 2) return;
+  // A yes applies only to what was on screen: cards cut for display open first.
+  const cut = ready.filter((set) => set.cards[0].shortened && !expandedOf(set.id).has(1));
+  if (cut.length) {
+    for (const set of cut) articleOf(set.id).querySelector("li[data-card=\"1\"] .expand").click();
+    allStatus("Some cards were cut short. All of each is shown now: read them, then press " +
+      "Approve all again.");
+    return;
+  }
+  allStatus("");
+  const response = await postJson("/device/approve-all", {
+    input: inputOf(event),
+    sets: ready.map((set) => ({ pending_id: set.id, nonce: set.nonce,
+      shown: [...expandedOf(set.id)] })),
+  });
+  const body = await response.json();
+  if (!response.ok) {
+    allStatus(`Nothing ran. ${body.next_step || "Please try again."}`);
+    return;
+  }
+  for (const answer of body.answers) {
+    settled(answer);
+    showAnswer(answer);
+  }
+  const done = body.answers.filter((a) => a.released).length;
+  allStatus(`Approved ${done} of ${body.answers.length}.`);
+  say(`Approved ${done} of ${body.answers.length}.`);
   poll();
 }
 
@@ -388,7 +435,9 @@ function moved(pendingId, deadline) {
 
 function showAnswer(body) {
   const name = nameFor(body.pending_id, body.card);
-  showResult(body.pending_id, answerLines(body, name, state.yesByVoice), body);
+  const lines = answerLines(body, name, state.yesByVoice);
+  if (body.grant) lines.push(grantLine(body.grant));
+  showResult(body.pending_id, lines, body);
 }
 
 function showRefusal(pendingId, body) {
@@ -409,6 +458,7 @@ function showResult(pendingId, lines, body = {}) {
 
 async function loadReceipts() {
   if (!session.device) return;
+  loadGrants();
   const response = await signedFetch("GET", "/device/receipts");
   if (!response.ok) return;
   const receipts = await response.json();
@@ -476,6 +526,7 @@ async function start() {
     $("cards-title").focus();
   });
   $("switch-mode").addEventListener("click", toggleSwitch);
+  $("approve-all").addEventListener("click", approveAll);
   bindTeach();
   bindPasskeys();
   bindHelp();

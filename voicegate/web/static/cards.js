@@ -8,7 +8,7 @@ export const WARN_SECONDS = 30; // the warning comes at least 20 s before the de
 
 // ``ctx``: {name, suffix (tells apart sets with the same name), expanded: Set of card numbers
 // whose whole text was shown, approve(number, event), expand(number), moreTime(),
-// cancel(event), speak: a Speak button or null}.
+// cancel(event), speak: a Speak button or null, grant: the grant choice or null}.
 export function buildSet(set, ctx) {
   const titleId = `title-${set.id}`;
   const countId = `count-${set.id}`;
@@ -50,6 +50,7 @@ export function buildSet(set, ctx) {
   const shown = final ? set.cards.filter((c) => c.number === set.chosen) : set.cards;
   for (const card of shown) list.append(buildCard(set, card, many, ctx));
   article.append(list);
+  if (ctx.grant) article.append(ctx.grant);
 
   const actions = el("div", { class: "actions" });
   if (ctx.speak) actions.append(ctx.speak);

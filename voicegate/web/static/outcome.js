@@ -22,7 +22,7 @@ export function showIn(article, lines, { reason = "", released = false } = {}) {
 export function closeSet(article, name, lines, dismissed) {
   article.classList.add("closed");
   article.classList.remove("warning");
-  for (const gone of article.querySelectorAll(".card-actions, .actions, .warn-line, .risk-line, .final-help")) {
+  for (const gone of article.querySelectorAll(".card-actions, .actions, .warn-line, .risk-line, .final-help, .grant")) {
     gone.remove();
   }
   article.querySelector("[data-countdown]").textContent = "Closed";

@@ -1,0 +1,95 @@
+"""Grants on the approve page in real Chromium: "Approve, and allow the same for 10 minutes" by
+tap, the grant in "Allowed again" with what stays fixed and what may change, a fitting write run
+without a card, and "End now" ending it; axe finds nothing wrong on the way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.browser.kit import (
+    Server,
+    approve_button,
+    assert_targets_are_large,
+    expect,
+    expect_success,
+    pair,
+    shot,
+)
+from tests.browser.test_accessibility import audit, axe_source
+from voicegate.gate.core import ActionRequest
+from voicegate.gate.grants import GrantRules
+from voicegate.gate.types import Risk
+
+pytestmark = pytest.mark.browser
+
+__all__ = ["axe_source"]
+
+
+@pytest.fixture
+def free_text(server: Server) -> Iterator[None]:
+    """The operator lets a note's text vary under a grant (``--grant-free write_note=text``)."""
+    server.gate.grant_rules = GrantRules(free=(("write_note", ("text",)),))
+    yield
+    server.gate.grant_rules = GrantRules()
+
+
+def test_a_grant_made_by_tap_is_shown_used_and_ended(
+    page: Any, server: Server, axe_source: str, free_text: None
+) -> None:
+    pair(page, server)
+    proposed = server.propose(1)
+    article = page.locator(f'[data-pending-id="{proposed.id}"]')
+    choice = article.get_by_role("checkbox", name="Approve, and allow the same for 10 minutes")
+    choice.wait_for()
+    what = article.locator(".grant .muted")
+    expect(what).to_contain_text("Stays exactly as on this card: name. May change: text.")
+    expect(article.get_by_label("How many times, at most")).to_be_hidden()
+    assert_targets_are_large(page)
+    assert audit(page, axe_source, "grant-offered", "light") == []
+
+    choice.check()
+    expect(article.get_by_label("How long")).to_have_value("10")
+    expect(article.get_by_label("How many times, at most")).to_have_value("5")
+    assert audit(page, axe_source, "grant-ticked", "light") == []
+    approve_button(page, proposed).click()
+    expect_success(page, "write_note 'shopping'", proposed)
+    expect(article.locator(".set-result")).to_contain_text(
+        "Allowed the same for 10 minutes, at most 5 times."
+    )
+    grants = page.locator("#grants li")
+    expect(grants).to_have_count(1)
+    expect(grants.first).to_contain_text("may change: text")
+    expect(grants.first).to_contain_text("5 of 5 left")
+    (made,) = server.run(server.gate.grants("asha"))
+    assert (made.fixed, made.free, made.uses_left) == ({"name": "shopping"}, ("text",), 5)
+    assert audit(page, axe_source, "grant-made", "light") == []
+    shot(page, "grant-made")
+
+    # The agent writes the same note with new text: it runs at once, under the grant.
+    same = ActionRequest("write_note", {"name": "shopping", "text": "bread"})
+    ran = server.run(server.gate.use_grant("asha", same))
+    assert ran is not None and ran[0].id == made.id
+    assert server.executed.calls[-1] == ("write_note", {"name": "shopping", "text": "bread"})
+
+    end = page.get_by_role("button", name=f"End now: write_note ({made.id})")
+    end.click()
+    expect(page.locator("#grant-status")).to_have_text("Ended: write_note is asked about again.")
+    expect(grants).to_have_count(0)
+    expect(page.locator("#grants-empty")).to_be_visible()
+    assert server.run(server.gate.grants("asha")) == []
+    assert server.run(server.gate.use_grant("asha", same)) is None
+    assert audit(page, axe_source, "grant-ended", "light") == []
+
+
+def test_no_grant_is_offered_on_a_high_risk_card_or_a_choice(page: Any, server: Server) -> None:
+    pair(page, server)
+    high = server.propose(1, risk=Risk.HIGH)
+    several = server.propose(2)
+    approve_button(page, high).wait_for()
+    approve_button(page, several).wait_for()
+    expect(page.locator(".grant")).to_have_count(0)
+    for pending in (high, several):
+        server.run(server.gate.withdraw(pending.id))
