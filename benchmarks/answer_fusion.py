@@ -231,6 +231,52 @@ def table(args: argparse.Namespace) -> int:
     return 0
 
 
+SWEEP = (0.5, 0.6, 0.7, 0.725, 0.8, 0.85, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995)
+
+
+def sweep(args: argparse.Namespace) -> int:
+    """ "both" at each threshold of ``SWEEP``, by question: the corpus clips' right answers and
+    wrong releases (out of fold) beside the held-out near misses released, each near-miss word
+    half apart (a seeded half of the words, ``--seed``), so a threshold chosen on one half of the
+    words can be reported on the other."""
+    rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
+    with np.load(OUT / "oof.npz") as f:
+        z = dict(f)
+    every = cases(Path(args.cache))
+    near = load(Path(args.near))
+    held = [int(k) for k in z["held"]]
+    words = sorted({rows[i]["text"] for i in held})
+    rng = np.random.default_rng(args.seed)
+    half_a = set(rng.permutation(words)[: len(words) // 2].tolist())
+    print(f"near-miss words: {len(words)}; half A: {sorted(half_a)}")
+    print(
+        "| question | threshold | corpus right | corpus refused | corpus wrong | near A | near B |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for question in ("card", "yes"):
+        mine = [c for c in every if decision.question(c[4], c[3]) == question]
+        for need in SWEEP:
+            c: Counter[str] = Counter()
+            for r, probs, h, cards, stage in mine:
+                got = verdicts(h, probs, cards, stage, need)["both"]
+                c[outcome(expected(r["label"], cards, stage), got)] += 1
+            released: Counter[str] = Counter()
+            for k, i in enumerate(held):
+                name = rows[i]["id"].split("/", 1)[1]
+                half = "A" if rows[i]["text"] in half_a else "B"
+                for cards, stage in NEAR_CONFIGS:
+                    h = near.get(f"{question}/{name}")
+                    if h is None or decision.question(stage, cards) != question:
+                        continue
+                    got = verdicts(h, z["final"][k], cards, stage, need)["both"]
+                    released[half] += got.releases
+            print(
+                f"| {question} | {need} | {c['right']} | {c['refused']} | {c['wrong']} "
+                f"| {released['A']} | {released['B']} |"
+            )
+    return 0
+
+
 def _set(r: dict[str, Any], cards: int, stage: Stage) -> str:
     where = "final" if stage is Stage.FINAL else f"{cards} card{'s' if cards > 1 else ''}"
     if r["source"] == "fsdd":
@@ -252,8 +298,12 @@ def main() -> int:
     t = sub.add_parser("table")
     t.add_argument("--cache", required=True)
     t.add_argument("--near", default=None)
+    w = sub.add_parser("sweep")
+    w.add_argument("--cache", required=True)
+    w.add_argument("--near", required=True)
+    w.add_argument("--seed", type=int, default=20261206)
     args = parser.parse_args()
-    return {"hear": hear, "fit": fit, "table": table}[args.command](args)
+    return {"hear": hear, "fit": fit, "table": table, "sweep": sweep}[args.command](args)
 
 
 if __name__ == "__main__":
