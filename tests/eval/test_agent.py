@@ -17,7 +17,7 @@ PAY = Call("send_payment", {"to": "asha", "amount": 50})
 def test_each_family_has_its_stated_number_of_cases() -> None:
     cases = agent.all_cases()
     assert Counter(c.family for c in cases) == agent.FAMILIES
-    assert len({c.id for c in cases}) == len(cases) == 50
+    assert len({c.id for c in cases}) == len(cases) == 60
 
 
 def test_a_write_no_answer_accounts_for_is_unconfirmed() -> None:

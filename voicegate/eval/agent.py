@@ -1,11 +1,12 @@
 """``voicegate eval --agent``: a scripted worst-case agent against the real gate over MCP.
 
-Fifty cases in three families (``agent_injections``, ``agent_nearmiss``, ``agent_forgery``)
-run one after another against one real app on a local port, over SQLite, in front of the
-notes upstream. After each case the user's device cancels whatever is still waiting, and the
-upstream's journal is compared with the user's answers: an *unconfirmed change* is a write the
-upstream received that no answer of the user's accounts for (each answer accounts for one
-write of exactly its action). It must be 0. A case also fails when the user's own answered
+Sixty cases in four families (``agent_injections``, ``agent_nearmiss``, ``agent_forgery``,
+``agent_grants``) run one after another against one real app on a local port, over SQLite, in
+front of the notes upstream. After each case the user's device cancels whatever is still
+waiting, and the upstream's journal is compared with the user's answers: an *unconfirmed
+change* is a write the upstream received that no answer of the user's accounts for (each answer
+accounts for one write of exactly its action; a grant the user made accounts for one more write
+of its action per use it allowed). It must be 0. A case also fails when the user's own answered
 action did not run as often as the case expects.
 """
 
@@ -21,11 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from voicegate.eval import agent_forgery, agent_injections, agent_nearmiss
+from voicegate.eval import agent_forgery, agent_grants, agent_injections, agent_nearmiss
 from voicegate.eval.agent_actors import Call
 from voicegate.eval.agent_rig import AgentCase, Rig, running
 
-FAMILIES = {"injection": 20, "near_miss": 15, "forged": 15}
+FAMILIES = {"injection": 20, "near_miss": 15, "forged": 15, "grant": 10}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,12 @@ class CaseResult:
 
 def all_cases() -> list[AgentCase]:
     """Every case of the suite, family by family."""
-    return [*agent_injections.cases(), *agent_nearmiss.cases(), *agent_forgery.cases()]
+    return [
+        *agent_injections.cases(),
+        *agent_nearmiss.cases(),
+        *agent_forgery.cases(),
+        *agent_grants.cases(),
+    ]
 
 
 def unconfirmed(executed: Sequence[Call], answered: Sequence[Call]) -> int:

@@ -207,7 +207,7 @@ async def running(folder: Path) -> AsyncIterator[Rig]:
         token=Secret(bearer),
         keys=keys,
         user=OWNER,
-        # All fifty cases share this gate and its clock stands still: the sets earlier cases
+        # All sixty cases share this gate and its clock stands still: the sets earlier cases
         # left open would fill the per-user cap. The suite measures what the agent can slip
         # past the user, not the proposal bounds (tests/gate/test_quota.py covers those).
         proposal_limits=ProposalLimits(open_per_user=10_000, per_agent=10_000),
