@@ -17,7 +17,7 @@ from tests.gate.helpers import Upstream, evidence, keys, pair
 from tests.store.conftest import with_schema
 from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
-from voicegate.gate import grants
+from voicegate.gate import faults, grants
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.grants import GrantRules
 from voicegate.gate.receipts import verify_chain
@@ -39,6 +39,7 @@ def grant_gate(
     *,
     rules: GrantRules = RULES,
     receipt_keys: KeyRing | None = None,
+    on_step: Callable[[str], None] = faults.reach,
 ) -> Gate:
     return Gate(
         store,
@@ -49,6 +50,7 @@ def grant_gate(
         clock=clock,
         upstream="stdio:notes",
         grant_rules=rules,
+        on_step=on_step,
     )
 
 
@@ -288,6 +290,25 @@ async def test_twenty_concurrent_fitting_calls_on_a_grant_of_five_run_exactly_fi
     receipts = await first.receipts("u1")
     assert len(receipts) == 6 and verify_chain(receipts, ring) == []
     assert sum(1 for r in receipts if r.grant is not None) == 5
+
+
+async def test_a_granted_call_reaches_its_fault_point_after_the_spend_and_before_the_write(
+    store: Store, clock: ManualClock, upstream: Upstream
+) -> None:
+    # Where the crash tests kill: the use spent, the write neither claimed nor run; after it the
+    # granted write passes the steps it shares with a card's release.
+    steps: list[tuple[str, int]] = []
+    gate = grant_gate(
+        store, clock, upstream, on_step=lambda step: steps.append((step, len(upstream.calls)))
+    )
+    device = await pair(store)
+    made = await approve_with_grant(gate, device, clock, ONE_NOTE, uses=2)
+    assert made.grant is not None
+    steps.clear()
+    assert await gate.use_grant("u1", ONE_NOTE[0]) is not None
+    # One write before the spend, the approved card's; the granted one after it.
+    assert steps == [(faults.GRANT_SPENT, 1), ("after_receipt", 2)]
+    assert len(upstream.calls) == 2
 
 
 async def test_a_grant_outlives_a_restart_of_the_gate(

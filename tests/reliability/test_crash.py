@@ -7,6 +7,11 @@ next point, so one series of restarts covers every point with one process start 
 checks the set the last one left behind: the write ran at most once, a second confirm runs
 nothing, the set has exactly one receipt, and ``pending_status`` and the receipts tell the same,
 clear story. At the end the whole receipt chain, written across all the crashes, verifies.
+
+A granted call (a write that fits a grant the user made, run at once) gets the same series: the
+gate dies after the grant's use is spent and before its write is claimed, in the upstream call,
+and after its receipt. Each use is spent once, the write runs at most once, what was claimed
+settles as a card's release would, and the next fitting call gets the next count.
 """
 
 from __future__ import annotations
@@ -14,13 +19,18 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.reliability.cluster import (
     Phone,
+    Served,
+    data,
     pending_status,
     propose,
     ready,
@@ -28,6 +38,7 @@ from tests.reliability.cluster import (
 )
 from tests.reliability.counter import executions as executed
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN
+from voicegate.gate.faults import GRANT_SPENT
 from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
@@ -44,8 +55,8 @@ class Crash:
     fault: str | None  # the gate's own fault point
     kill_gate: str | None  # or the upstream kills the gate mid-call
     ran: int  # executions the upstream recorded
-    status: str  # pending_status after the restart
-    outcome: str  # the one receipt's outcome
+    status: str | None  # pending_status after the restart; None: nothing was claimed
+    outcome: str | None  # the one receipt's outcome; None: there is no receipt
     error: str | None  # why, as the receipt and pending_status tell it
 
 
@@ -60,6 +71,17 @@ CRASHES = [
     Crash("after-receipt", "after_receipt", None, 1, "confirmed", "executed", None),
     Crash("after-record", "after_record", None, 1, "confirmed", "executed", None),
 ]
+# A granted call has no card: a crash once its use is spent and before its write is claimed
+# loses that use and runs nothing (never the same count handed out again); from the claim on it
+# is the release a token or a card gets, and settles the same way.
+GRANTED = [
+    Crash("granted-after-spend", GRANT_SPENT, None, 0, None, None, None),
+    Crash("granted-in-call-unwritten", None, "before_write", 0, "unknown", "unknown", MAY_HAVE_RUN),
+    Crash("granted-in-call-written", None, "after_write", 1, "unknown", "unknown", MAY_HAVE_RUN),
+    Crash("granted-after-receipt", "after_receipt", None, 1, "confirmed", "executed", None),
+]
+# The one write every granted call repeats (a grant keeps every argument fixed by default).
+NOTE = {"name": "granted", "text": "t"}
 
 
 @dataclass(frozen=True)
@@ -134,10 +156,147 @@ async def check_settled(
     assert status.get("error") == crash.error, crash.name  # the agent is told why
 
 
+async def granted_series(
+    tmp_path: Path, db: str, keys: str, log: Path, crashes: list[Crash]
+) -> None:
+    """Make a grant of one use per crash and one more, crash a granted call at each of
+    ``crashes``, and check after each restart what the last one left; the last use then runs."""
+    phone = Phone()
+    uses = len(crashes) + 1
+    ran = 0  # writes of NOTE the upstream must have recorded so far
+    seen: set[str] = set()  # receipts already accounted for
+    left: Crash | None = None  # what the last process died of
+    # The first process makes the grant and ends cleanly; each next one checks what the one
+    # before left, and (but the last) dies in a granted call.
+    for step, crash in enumerate([None, *crashes, None]):
+        served = start(
+            tmp_path,
+            crash.name if crash else f"granted-{step}",
+            db,
+            keys=keys,
+            executions=log,
+            fault=crash.fault if crash else None,
+            kill_gate=crash.kill_gate if crash else None,
+        )
+        try:
+            await ready(served)
+            async with served.agent() as agent, httpx.AsyncClient(base_url=served.base) as http:
+                if step == 0:
+                    await phone.pair(db, http, keys)
+                    await make_grant(phone, agent, http, uses=uses)
+                    ran += 1
+                    seen.update(r["id"] for r in await receipts(phone, http))
+                if left is not None:
+                    ran += left.ran
+                    await check_granted(left, phone, agent, http, log, ran, seen)
+                if step > 0:
+                    assert (await live_grant(phone, http))["uses_left"] == uses - (step - 1)
+                if crash is None:
+                    if step > 0:
+                        await last_use(phone, agent, http, log, ran)
+                    continue
+                await call_until_killed(served)
+                left = crash
+            assert await served.killed() == -signal.SIGKILL, (crash.name, served.output())
+        finally:
+            served.stop()
+
+    store = await open_store(db)
+    try:
+        chain = await store.receipts.list()
+    finally:
+        await store.close()
+    assert verify_chain(chain, KeyRing(keys)) == []
+    # The card that made the grant, then one receipt per claimed granted call, and the last use.
+    claimed = [c for c in crashes if c.status is not None]
+    assert [r.mode for r in chain] == ["device"] + ["grant"] * (len(claimed) + 1)
+    assert [r.error for r in chain[1:]] == [c.error for c in claimed] + [None]
+
+
+async def call_until_killed(served: Served) -> None:
+    """A fitting call on a session of its own, which the gate dies under: it never answers."""
+    died = False
+    try:
+        async with served.agent() as agent:
+            await agent.call_tool("write_note", NOTE)
+    except* (httpx2.TransportError, MCPError):  # the SDK's transport runs on httpx2
+        died = True
+    assert died, served.name
+
+
+async def make_grant(phone: Phone, agent: Client, http: httpx.AsyncClient, *, uses: int) -> None:
+    """The user's signed yes to ``NOTE``'s card, allowing the same ``uses`` more times."""
+    reply = data(await agent.call_tool("write_note", NOTE))
+    pending_id = str(reply["pending_id"])
+    nonce = (await phone.nonces(http))[pending_id]
+    body = {"pending_id": pending_id, "nonce": nonce, "decision": "confirm"}
+    tapped = await phone.signed(
+        "POST", "/device/tap", {**body, "grant": {"minutes": 10, "uses": uses}}
+    ).send(http)
+    assert tapped.status_code == 200, tapped.text
+    assert tapped.json()["grant"]["uses_left"] == uses
+
+
+async def live_grant(phone: Phone, http: httpx.AsyncClient) -> dict[str, Any]:
+    """The one live grant, as the user's page lists it."""
+    listed = (await phone.signed("GET", "/device/grants").send(http)).json()
+    (grant,) = listed["grants"]
+    return dict(grant)
+
+
+async def receipts(phone: Phone, http: httpx.AsyncClient) -> list[dict[str, Any]]:
+    """The user's receipts, as the page lists them."""
+    return list((await phone.signed("GET", "/device/receipts").send(http)).json())
+
+
+async def check_granted(
+    gone: Crash,
+    phone: Phone,
+    agent: Client,
+    http: httpx.AsyncClient,
+    log: Path,
+    ran: int,
+    seen: set[str],
+) -> None:
+    """What a restart must make of a granted call a killed process left behind."""
+    assert [e["name"] for e in executed(log)].count(NOTE["name"]) == ran, gone.name
+    listed = await receipts(phone, http)
+    new = [r for r in listed if r["id"] not in seen]
+    seen.update(r["id"] for r in listed)
+    if gone.status is None:
+        assert new == [], gone.name  # nothing was claimed, so nothing settles
+        return
+    (receipt,) = new
+    assert receipt["outcome"] == gone.outcome, gone.name
+    status = await pending_status(agent, receipt["pending_id"])
+    assert status["status"] == gone.status, (gone.name, status)
+    assert status["receipt_id"] == receipt["id"]
+    assert status.get("error") == gone.error, gone.name
+
+
+async def last_use(
+    phone: Phone, agent: Client, http: httpx.AsyncClient, log: Path, ran: int
+) -> None:
+    """The grant's last use runs at once and says so; the call after it is a card again."""
+    last = await agent.call_tool("write_note", NOTE)
+    assert not last.is_error and last.meta is not None, last
+    assert last.meta["voicegate/grant"]["uses_left"] == 0
+    assert [e["name"] for e in executed(log)].count(NOTE["name"]) == ran + 1
+    assert (await phone.signed("GET", "/device/grants").send(http)).json()["grants"] == []
+    past = data(await agent.call_tool("write_note", NOTE))
+    assert past["status"] == "pending_user_confirmation"
+
+
 async def test_sigkill_at_every_step_of_a_confirm_never_runs_a_write_twice(
     tmp_path: Path, keys: str, executions: Path
 ) -> None:
     await crash_series(tmp_path, str(tmp_path / "gate.db"), keys, executions, CRASHES)
+
+
+async def test_sigkill_during_a_granted_call_spends_its_use_once_and_never_runs_it_twice(
+    tmp_path: Path, keys: str, executions: Path
+) -> None:
+    await granted_series(tmp_path, str(tmp_path / "gate.db"), keys, executions, GRANTED)
 
 
 @pytest.mark.postgres

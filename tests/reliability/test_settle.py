@@ -81,7 +81,7 @@ def test_the_fault_hook_does_nothing_unless_its_point_is_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(faults.FAULT_ENV, raising=False)
-    for point in faults.POINTS:
+    for point in (*faults.POINTS, faults.GRANT_SPENT):
         faults.reach(point)
     monkeypatch.setenv(faults.FAULT_ENV, "after_call")
     faults.reach("after_claim")  # another point: still alive

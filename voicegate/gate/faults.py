@@ -1,4 +1,5 @@
-"""Crash testing only: end the process with SIGKILL at a named step of a release or a hearing.
+"""Crash testing only: end the process with SIGKILL at a named step of a release, of a granted
+call or of a hearing.
 
 Off unless the environment variable ``VOICEGATE_FAULT_POINT`` names one of ``POINTS``; an
 operator never sets it. The crash tests start a real ``voicegate serve`` with it set, confirm a
@@ -15,10 +16,12 @@ import signal
 FAULT_ENV = "VOICEGATE_FAULT_POINT"
 # In release order: set claimed, nonce spent, upstream answered, receipt written, result recorded.
 POINTS = ("after_claim", "after_nonce", "after_call", "after_receipt", "after_record")
+# A granted call whose use the store has spent, before its write is claimed and run.
+GRANT_SPENT = "after_grant_spend"
 # A recogniser worker that has heard an utterance and not yet sent the hearing back.
 WHILE_HEARING = "while_hearing"
 
-__all__ = ["FAULT_ENV", "POINTS", "WHILE_HEARING", "reach"]
+__all__ = ["FAULT_ENV", "GRANT_SPENT", "POINTS", "WHILE_HEARING", "reach"]
 
 
 def reach(point: str) -> None:

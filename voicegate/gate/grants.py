@@ -25,6 +25,7 @@ from typing import Any
 from voicegate.canonical import args_hash
 from voicegate.errors import ConfigError
 from voicegate.gate.approvals import run_confirmed
+from voicegate.gate.faults import GRANT_SPENT
 from voicegate.gate.proposals import ActionRequest
 from voicegate.gate.types import (
     Check,
@@ -220,6 +221,8 @@ async def use(
         spent = await w.store.grants.spend(grant.id, now)
         if spent is None:  # a racing call took its last use, or it ended meanwhile
             continue
+        # A crash here loses this use and runs nothing: the count is never handed out twice.
+        w.on_step(GRANT_SPENT)
         receipt = await run_confirmed(
             w,
             user,

@@ -48,7 +48,8 @@ class Wiring(Protocol):
     max_extensions: int
     backlog: Backlog
     limits: ProposalLimits | None
-    # Called with the name of each step of a release as it is passed (``faults.POINTS``).
+    # Called with the name of each step of a release as it is passed (``faults.POINTS``), and
+    # when a granted call's use is spent (``faults.GRANT_SPENT``).
     on_step: Callable[[str], None]
     # The upstream this gate stands in front of (``UpstreamSpec.describe``), which grants bind,
     # and the operator's bounds on grants.
