@@ -304,3 +304,12 @@ async def test_sigkill_mid_call_and_after_the_receipt_on_postgres_never_runs_twi
     tmp_path: Path, shared_pg: str, keys: str, executions: Path
 ) -> None:
     await crash_series(tmp_path, shared_pg, keys, executions, [CRASHES[3], CRASHES[5]])
+
+
+@pytest.mark.postgres
+async def test_sigkill_during_a_granted_call_on_postgres_spends_its_use_once(
+    tmp_path: Path, shared_pg: str, keys: str, executions: Path
+) -> None:
+    # The spend is PostgreSQL's conditional UPDATE here; after it, in the call, after the receipt.
+    crashes = [GRANTED[0], GRANTED[2], GRANTED[3]]
+    await granted_series(tmp_path, shared_pg, keys, executions, crashes)
