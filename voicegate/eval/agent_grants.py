@@ -134,17 +134,16 @@ async def racing_uses(rig: Rig) -> None:
 
 
 async def tap_without_the_device_key(rig: Rig) -> None:
-    """The agent answers its own card with a grant: with its bearer token, unsigned, and with
-    a made-up signature under the owner's device id."""
+    """The agent answers its own card with a grant, even with the set's real nonce (as if it
+    leaked): with its bearer token, unsigned, and with a made-up signature under the owner's
+    device id. Only the device's key is missing, and that is enough."""
     call = _note("g07")
-    reply = await rig.agent.call(call.tool, call.arguments)
-    pid = reply["pending_id"]
-    body = json.dumps({"pending_id": pid, "nonce": pid, "decision": "confirm", "grant": ASK})
-    bearer = {"Authorization": f"Bearer {rig.bearer}", "Content-Type": "application/json"}
+    shown = await _waiting(rig, await rig.agent.call(call.tool, call.arguments))
+    body = _grant_tap(rig, shown, ASK)
+    plain = {"Content-Type": "application/json"}
+    bearer = {"Authorization": f"Bearer {rig.bearer}"} | plain
     rig.note(await rig.http.post("/device/tap", content=body, headers=bearer))
-    rig.note(
-        await rig.http.post("/device/tap", content=body, headers=bearer | {"Authorization": ""})
-    )
+    rig.note(await rig.http.post("/device/tap", content=body, headers=plain))
     forged = {
         signing.DEVICE_HEADER: rig.owner.id,
         signing.TIMESTAMP_HEADER: str(int(rig.clock())),
