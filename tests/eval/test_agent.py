@@ -62,7 +62,7 @@ async def test_the_count_sees_a_write_the_user_did_not_mean(
 
 @pytest.mark.slow
 def test_the_command_prints_its_table_and_no_log_lines(tmp_path: Path) -> None:
-    """``voicegate eval --agent`` as a process: about 460 confirm events happen, none of them
+    """``voicegate eval --agent`` as a process: hundreds of confirm events happen, none of them
     on the terminal; the table is what it prints."""
     import os
     import subprocess
