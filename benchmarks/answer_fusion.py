@@ -12,6 +12,9 @@
         --cache bench-out/hear-tiny.jsonl
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/answer_fusion.py table \\
         --cache bench-out/hear-tiny.jsonl --near bench-out/hear-nearmiss.jsonl
+    # "both" at each threshold, corpus and near-miss words in two halves (not a fit)
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/answer_fusion.py sweep \\
+        --cache bench-out/hear-tiny.jsonl --near bench-out/hear-nearmiss.jsonl
 
 Each corpus clip is decided with the answer model that never heard its speaker (its fold's), at
 the threshold fitted on the other half of the folds; a held-out near miss with the shipped model
