@@ -111,6 +111,10 @@ async def test_a_fitting_call_runs_at_once_and_its_receipt_names_the_grant_and_c
         made.receipt.id,
     )
     assert receipt.grant.uses_left == 4
+    assert (receipt.grant.max_uses, tuple(receipt.grant.free)) == (5, ("text",))
+    (stored,) = [r for r in await gate.receipts("u1") if r.id == receipt.id]
+    assert stored.grant is not None and stored.grant.max_uses == 5
+    assert tuple(stored.grant.free) == ("text",)
     names = [c.name for c in receipt.checks]
     assert names == ["grant_fits", "grant_spent_once", "approval_consumed_once"]
     assert verify_chain(await gate.receipts("u1"), gate.receipt_keys) == []
@@ -227,6 +231,42 @@ async def test_grants_turned_off_since_they_were_made_are_not_spent(
     await approve_with_grant(made_by, device, clock, [ActionRequest("write_note", NOTE)])
     later = grant_gate(store, clock, upstream, rules=GrantRules(off=("write_*",)))
     assert await later.use_grant("u1", ActionRequest("write_note", NOTE)) is None
+
+
+async def test_a_free_argument_the_approved_call_did_not_have_stays_fixed_as_absent(
+    store: Store, clock: ManualClock, upstream: Upstream
+) -> None:
+    device = await pair(store)
+    rules = GrantRules(free=(("write_*", ("text", "overwrite")),))
+    gate = grant_gate(store, clock, upstream, rules=rules)
+    await approve_with_grant(gate, device, clock, [ActionRequest("write_note", NOTE)])
+    (made,) = await gate.grants("u1")
+    assert made.free == ("text",)
+    added = {**NOTE, "text": "milk", "overwrite": True}
+    assert await gate.use_grant("u1", ActionRequest("write_note", added)) is None
+    assert await gate.use_grant("u1", ActionRequest("write_note", {**NOTE, "text": "milk"}))
+
+
+@pytest.mark.parametrize(
+    "narrower",
+    [
+        GrantRules(free=()),
+        GrantRules(free=RULES.free, max_minutes=5),
+        GrantRules(free=RULES.free, max_uses=4),
+    ],
+    ids=["free", "minutes", "uses"],
+)
+async def test_narrower_operator_bounds_narrow_grants_already_made(
+    store: Store, clock: ManualClock, upstream: Upstream, narrower: GrantRules
+) -> None:
+    device = await pair(store)
+    made_by = grant_gate(store, clock, upstream)
+    await approve_with_grant(made_by, device, clock, ONE_NOTE, minutes=10, uses=5)
+    later = grant_gate(store, clock, upstream, rules=narrower)
+    assert await later.use_grant("u1", ActionRequest("write_note", {**NOTE, "text": "x"})) is None
+    assert await later.use_grant("u1", ActionRequest("write_note", NOTE)) is None
+    again = grant_gate(store, clock, upstream)
+    assert await again.use_grant("u1", ActionRequest("write_note", NOTE))
 
 
 async def test_a_grant_binds_the_upstream_it_was_made_in_front_of(

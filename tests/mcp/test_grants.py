@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.mcp.harness import TOKEN, Phone, Running, data, serve
 from tests.mcp.test_choose_one import three_notes
@@ -24,7 +25,7 @@ NOTE = {"name": "shopping", "text": "eggs"}
 
 
 async def grant_tap(
-    phone: Phone, http: httpx.AsyncClient, pending_id: str, **grant: int
+    phone: Phone, http: httpx.AsyncClient, pending_id: str, **grant: Any
 ) -> httpx.Response:
     """Tap yes on the set with the grant part ``grant`` (minutes, uses)."""
     listing = (await phone.send(http, "GET", "/device/pending")).json()
@@ -166,3 +167,28 @@ async def test_a_high_risk_card_with_a_grant_ask_releases_nothing(tmp_path: Path
         )
         assert (status["status"], status["stage"]) == ("waiting", "choose")
         assert await no_grants(gate)
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [{"minutes": "10", "uses": 5}, {"minutes": 10.0, "uses": 5}, {"minutes": 10, "uses": True},
+     {"minutes": 0, "uses": 5}, {"minutes": 10, "uses": 10**12}, {"minutes": 10}],
+    ids=["string", "float", "bool", "zero", "huge", "missing"],
+)  # fmt: skip
+async def test_a_grant_ask_that_is_not_two_whole_numbers_releases_nothing(
+    tmp_path: Path, grant: dict[str, Any]
+) -> None:
+    async with (
+        serve(tmp_path, POLICY) as gate,
+        gate.agent() as agent,
+        httpx.AsyncClient(base_url=gate.base) as http,
+    ):
+        phone = Phone(gate)
+        await phone.pair(http)
+        pending = data(await agent.call_tool("write_note", NOTE))
+        refused = await grant_tap(phone, http, pending["pending_id"], **grant)
+        assert (refused.status_code, refused.json()["reason"]) == (400, Reason.BAD_REQUEST)
+        status = data(
+            await agent.call_tool("pending_status", {"pending_id": pending["pending_id"]})
+        )
+        assert status["status"] == "waiting" and await no_grants(gate)

@@ -286,8 +286,8 @@ class GrantIn(_In):
     """With a yes: allow the same again, for ``minutes``, at most ``uses`` times. Signed with
     the rest of the tap, so only the paired device's key can ask for one."""
 
-    minutes: int = Field(ge=1, le=grants.MOST_MINUTES)
-    uses: int = Field(ge=1, le=grants.MOST_USES)
+    minutes: int = Field(ge=1, le=grants.MOST_MINUTES, strict=True)
+    uses: int = Field(ge=1, le=grants.MOST_USES, strict=True)
 
 
 class TapIn(_In):

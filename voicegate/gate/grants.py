@@ -55,6 +55,7 @@ __all__ = [
     "refusal",
     "split",
     "use",
+    "within",
 ]
 
 # The offer the page makes, "allow the same for 10 minutes", is also the longest a grant may
@@ -140,6 +141,18 @@ def fits(grant: Grant, *, upstream: str, tool: str, arguments: Mapping[str, Any]
     return hmac.compare_digest(fixed_hash(tool, fixed), grant.fixed_hash)
 
 
+def within(rules: GrantRules, grant: Grant) -> bool:
+    """Whether ``grant`` is still inside the operator's bounds as they are now: an operator who
+    narrows ``--grant-free``, ``--grant-max`` or ``--grant-max-uses`` narrows grants already
+    made, which then run nothing."""
+    if not set(grant.free) <= set(rules.free_for(grant.tool)):
+        return False
+    return (
+        grant.max_uses <= rules.max_uses
+        and grant.expires_at - grant.created_at <= 60.0 * rules.max_minutes
+    )
+
+
 def refusal(w: Wiring, pending: PendingSet, ask: GrantAsk) -> Reason | None:
     """Why ``ask`` may not become a grant with a yes to ``pending``, or None when it may.
 
@@ -174,8 +187,9 @@ async def make(w: Wiring, evidence: Evidence, pending: PendingSet, receipt: Rece
     """Store the grant ``evidence`` asked for, now that its yes released ``pending``'s card."""
     assert evidence.grant is not None and len(pending.actions) == 1
     action = pending.actions[0]
-    free = w.grant_rules.free_for(action.tool)
-    fixed, _ = split(action.arguments, free)
+    # Free only what the page showed as varying: a free name the approved call did not have
+    # stays out (fixed as absent), so a later call that adds it makes a card.
+    fixed, free = split(action.arguments, w.grant_rules.free_for(action.tool))
     now = w.clock()
     grant = Grant(
         id="g_" + secrets.token_urlsafe(12),
@@ -213,6 +227,8 @@ async def use(
     for grant in await w.store.grants.live(user, now):
         if not fits(grant, upstream=w.upstream, tool=tool, arguments=arguments):
             continue
+        if not within(w.grant_rules, grant):
+            continue
         # Revoking a device ends its grants (``GrantStore.end_for_device``); a device revoked
         # some other way still makes nothing run.
         maker = await w.store.devices.get(grant.device_id)
@@ -239,6 +255,8 @@ async def use(
                 made_receipt=spent.receipt_id,
                 uses_left=spent.uses_left,
                 expires_at=spent.expires_at,
+                max_uses=spent.max_uses,
+                free=spent.free,
             ),
         )
         return spent, receipt

@@ -380,6 +380,10 @@ class GrantUse:
     made_receipt: str
     uses_left: int
     expires_at: float
+    # The grant's terms, so the chain itself shows what the user allowed: its count and the
+    # arguments that could vary (every other was fixed to the approved call's).
+    max_uses: int = 0
+    free: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

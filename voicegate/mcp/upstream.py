@@ -13,6 +13,7 @@ while calls arrive from many request tasks.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shlex
 from collections.abc import Awaitable, Mapping, Sequence
@@ -89,6 +90,16 @@ class UpstreamSpec:
         if self.url:
             return f"http:{self.url.split('?', 1)[0]}"
         return "in-process"
+
+    def identity(self) -> str:
+        """``describe()`` with a digest of the whole command line or URL (query included), so
+        two upstreams that describe alike, such as two ``npx`` servers, are told apart
+        without showing an argument or a query value (either may hold a secret)."""
+        whole = "\0".join(self.command) if self.command else self.url
+        if not whole:
+            return self.describe()
+        digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"{self.describe()}#{digest}"
 
 
 class _Connection:

@@ -151,7 +151,7 @@ def build_app(
         device_refusal=catalog.device_refusal,
         risk_of=catalog.risk_of,
         step_of=catalog.step_of,
-        upstream=upstream.describe(),
+        upstream=upstream.identity(),
         grant_rules=policy.grants,
         relying_party=config.relying_party(),
         clock=clock,

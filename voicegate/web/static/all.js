@@ -10,14 +10,42 @@ export function eligible(sets) {
   return [...sets].filter((s) => s.stage === "choose" && s.cards.length === 1 && s.risk !== "high");
 }
 
-// Show or hide the button for ``sets`` (the sets on screen now).
+// The server answers at most this many sets at once (voicegate/gate/batch.py, MAX_AT_ONCE).
+const MAX_AT_ONCE = 10;
+// A card that just arrived is not approved with the rest until it has been on screen this long
+// (ms): a press meant for "Approve all 2" must not approve a third card that came a moment before.
+const SETTLE_MS = 2000;
+let named = { ids: "", since: 0 };
+
+// The sets the button answers now: the first MAX_AT_ONCE eligible ones, in page order.
+function batch(sets) {
+  return eligible(sets).slice(0, MAX_AT_ONCE);
+}
+
+// Show or hide the button for ``sets`` (the sets on screen now); while the sets it would answer
+// have just changed, it says so and answers nothing.
 export function showAll(sets) {
-  const ready = eligible(sets);
+  const ready = batch(sets);
   const box = $("all-box");
   box.hidden = ready.length < 2;
   if (box.hidden) return;
-  const label = `Approve all ${ready.length}`;
-  if ($("approve-all").textContent !== label) $("approve-all").textContent = label;
+  const ids = ready.map((s) => s.id).join(" ");
+  if (ids !== named.ids) named = { ids, since: Date.now() };
+  const button = $("approve-all");
+  const label = ready.length < eligible(sets).length ? `Approve the first ${ready.length}`
+    : `Approve all ${ready.length}`;
+  if (button.textContent !== label) button.textContent = label;
+  const settling = Date.now() - named.since < SETTLE_MS;
+  // The page's next poll (every 1.5 s) shows it ready again.
+  button.setAttribute("aria-disabled", String(settling));
+}
+
+// The sets a press answers: those the button has named for at least SETTLE_MS, or null.
+export function settled(sets) {
+  const ready = batch(sets);
+  const ids = ready.map((s) => s.id).join(" ");
+  if (ids !== named.ids || Date.now() - named.since < SETTLE_MS) return null;
+  return ready;
 }
 
 export function allStatus(text) {

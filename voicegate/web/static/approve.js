@@ -16,7 +16,7 @@ import { answerLines, closedLine, timeWords } from "/approve/texts.js";
 import { speakButton } from "/approve/voice.js";
 import { bindTeach, teachFor } from "/approve/teach.js";
 import { assertFor, bindPasskeys, loadPasskeys, showPasskeys } from "/approve/passkeys.js";
-import { allStatus, eligible, showAll } from "/approve/all.js";
+import { allStatus, settled as settledBatch, showAll } from "/approve/all.js";
 import {
   anyGrants, grantAsked, grantChoice, grantLine, loadGrants, showGrants,
 } from "/approve/grants.js";
@@ -378,7 +378,11 @@ async function tapAnswer(pendingId, decision, card, event) {
 
 // "Approve all N": one signed answer for each waiting single card; each set shows its own result.
 async function approveAll(event) {
-  const ready = eligible(state.sets.values());
+  const ready = settledBatch(state.sets.values());
+  if (ready === null) {
+    allStatus("The cards just changed. Read them, then press again.");
+    return;
+  }
   if (ready.length < 2) return;
   // A yes applies only to what was on screen: cards cut for display open first.
   const cut = ready.filter((set) => set.cards[0].shortened && !expandedOf(set.id).has(1));
@@ -396,7 +400,13 @@ async function approveAll(event) {
   });
   const body = await response.json();
   if (!response.ok) {
-    allStatus(`Nothing ran. ${body.next_step || "Please try again."}`);
+    // A refusal of the whole answer (4xx) comes before anything runs; a server fault (5xx) may
+    // come after some sets were released, so each card is looked at again.
+    const said = body.next_step || "Please try again.";
+    allStatus(response.status >= 500
+      ? `The server stopped part way: some may have run. Each card shows where it stands. ${said}`
+      : `Nothing ran. ${said}`);
+    poll();
     return;
   }
   for (const answer of body.answers) {
