@@ -147,10 +147,10 @@ def within(rules: GrantRules, grant: Grant) -> bool:
     made, which then run nothing."""
     if not set(grant.free) <= set(rules.free_for(grant.tool)):
         return False
-    return (
-        grant.max_uses <= rules.max_uses
-        and grant.expires_at - grant.created_at <= 60.0 * rules.max_minutes
-    )
+    # Whole minutes by construction (``GrantIn``); rounded, as the float sum and difference of
+    # two clock readings may be a hair over them.
+    minutes = round((grant.expires_at - grant.created_at) / 60.0)
+    return grant.max_uses <= rules.max_uses and minutes <= rules.max_minutes
 
 
 def refusal(w: Wiring, pending: PendingSet, ask: GrantAsk) -> Reason | None:
