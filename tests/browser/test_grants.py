@@ -20,7 +20,7 @@ from tests.browser.kit import (
 )
 from tests.browser.test_accessibility import audit, axe_source
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.grants import GrantRules
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.types import Risk
 
 pytestmark = pytest.mark.browser

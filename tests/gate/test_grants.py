@@ -19,7 +19,7 @@ from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
 from voicegate.gate import faults, grants
 from voicegate.gate.core import ActionRequest, Gate, Outcome
-from voicegate.gate.grants import GrantRules
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.receipts import verify_chain
 from voicegate.gate.types import Device, Grant, GrantAsk, Risk, Status
 from voicegate.reasons import Kind, Reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from voicegate.errors import ConfigError
-from voicegate.gate.grants import GrantRules
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.mcp.policy import (
     OWN_TOOLS,

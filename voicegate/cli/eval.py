@@ -21,7 +21,7 @@ from pathlib import Path
 
 from voicegate.cli.arguments import DB_ENV
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.eval import enrol, outputs, report
+from voicegate.eval import outputs, report
 from voicegate.eval.manifest import ManifestError, load
 from voicegate.extras import need
 from voicegate.settings import TOKEN_ENV
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         cases = cases[: args.limit]
 
-    async def go() -> tuple[list[report.Result], list[enrol.Taught]]:
+    async def go() -> tuple[list[report.Result], list[report.Taught]]:
         from voicegate.eval.local import in_process, whisper_voice
         from voicegate.eval.remote import remote
         from voicegate.eval.runner import evaluate

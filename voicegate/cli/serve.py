@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from voicegate.cli.arguments import port_number, user_name
 from voicegate.errors import ConfigError, ModelError, StoreUnavailable
-from voicegate.gate.grants import (
+from voicegate.gate.grant_rules import (
     DEFAULT_MAX_MINUTES,
     DEFAULT_MAX_USES,
     MOST_MINUTES,

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voicegate.gate import card, grants
+from voicegate.gate import card, grant_rules
 from voicegate.gate.core import Outcome
 from voicegate.gate.types import (
     Action,
@@ -286,8 +286,8 @@ class GrantIn(_In):
     """With a yes: allow the same again, for ``minutes``, at most ``uses`` times. Signed with
     the rest of the tap, so only the paired device's key can ask for one."""
 
-    minutes: int = Field(ge=1, le=grants.MOST_MINUTES, strict=True)
-    uses: int = Field(ge=1, le=grants.MOST_USES, strict=True)
+    minutes: int = Field(ge=1, le=grant_rules.MOST_MINUTES, strict=True)
+    uses: int = Field(ge=1, le=grant_rules.MOST_USES, strict=True)
 
 
 class TapIn(_In):

@@ -5,38 +5,23 @@ paired device, signed like every answer, exactly as the approve page teaches an 
 no case: it has no right or wrong, only taught or refused (a replay of an earlier take, say).
 With ``"hard": true`` the user's device then sets "my speech is hard for recognisers", as the
 page's switch does (``POST /device/enrol/hard``); a refusal of that counts as the take's.
+What became of each take is a ``report.Taught``, which ``report.enrolment`` counts.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import httpx
 
 from voicegate.eval.manifest import Case
+from voicegate.eval.report import Taught
 
 if TYPE_CHECKING:
     from voicegate.eval.harness import BaseHarness
-
-
-@dataclass(frozen=True, slots=True)
-class Taught:
-    """What the server answered to one enrolment take."""
-
-    id: str
-    user: str
-    expect: str
-    status: int
-    reason: str | None
-
-    @property
-    def ok(self) -> bool:
-        """True when the server kept the take."""
-        return self.status == 200
 
 
 async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, str]) -> Taught:
@@ -75,15 +60,3 @@ def _reason(answer: httpx.Response) -> str | None:
         return None
     reason = body.get("reason") if isinstance(body, dict) else None
     return reason if isinstance(reason, str) else None
-
-
-def counts(taught: Sequence[Taught]) -> dict[str, Any]:
-    """Enrolment takes for the summary: how many were kept, refused, and why."""
-    refused = Counter(t.reason or f"http_{t.status}" for t in taught if not t.ok)
-    return {
-        "takes": len(taught),
-        "taught": sum(t.ok for t in taught),
-        "refused": sum(refused.values()),
-        "reasons": dict(sorted(refused.items())),
-        "users": len({t.user for t in taught}),
-    }

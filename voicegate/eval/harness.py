@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from voicegate.device import signing
 from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
 from voicegate.errors import ConfigError
-from voicegate.eval import enrol, report
+from voicegate.eval import report
 from voicegate.eval.manifest import Case
 from voicegate.gate.types import DeviceKind, Risk, Stage, Status
 
@@ -94,7 +94,7 @@ class BaseHarness(abc.ABC):
         self.sleep = sleep
         self.devices: dict[str, PairedDevice] = {}
         # Enrolment lines of the manifest, in order: not cases (``voicegate.eval.enrol``).
-        self.taught: list[enrol.Taught] = []
+        self.taught: list[report.Taught] = []
 
     @abc.abstractmethod
     def phone(self, n: int) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voicegate.eval import enrol, report
+from voicegate.eval import report
 
 
 def write(
     results: Sequence[report.Result],
-    taught: Sequence[enrol.Taught] = (),
+    taught: Sequence[report.Taught] = (),
     *,
     json_path: Path | None = None,
     report_dir: Path | None = None,
@@ -24,7 +24,7 @@ def write(
     """The summary of ``results``, written as JSON to ``json_path`` and as ``report.md`` with
     PNG plots into ``report_dir``, where given; ``command`` is the line the report shows."""
     doc = report.summary(results)
-    doc["enrolment"] = enrol.counts(taught)
+    doc["enrolment"] = report.enrolment(taught)
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", "utf-8")

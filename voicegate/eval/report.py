@@ -3,12 +3,14 @@
 A case is *correct* when the decision equals what the manifest expects (on a single open card,
 ``choose:1`` and ``confirm`` mean the same and both count). A *false release* is any upstream
 write the case did not expect: the wrong card, or any write when it expected refuse, cancel or
-more time. Only ``write_plots`` touches the disk.
+more time. An enrolment take (``Taught``) is no case: it is counted apart, kept or refused.
+Only ``write_plots`` touches the disk.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +68,22 @@ class Result:
             return True
         release_one = {"choose:1", "confirm"}
         return self.single_card and {self.actual, self.expect} <= release_one
+
+
+@dataclass(frozen=True, slots=True)
+class Taught:
+    """What the server answered to one enrolment take."""
+
+    id: str
+    user: str
+    expect: str
+    status: int
+    reason: str | None
+
+    @property
+    def ok(self) -> bool:
+        """True when the server kept the take."""
+        return self.status == 200
 
 
 def final_card(cards: int) -> int:
@@ -137,6 +155,18 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
             }
             for r in results
         ],
+    }
+
+
+def enrolment(taught: Sequence[Taught]) -> dict[str, Any]:
+    """Enrolment takes for the summary: how many were kept, refused, and why."""
+    refused = Counter(t.reason or f"http_{t.status}" for t in taught if not t.ok)
+    return {
+        "takes": len(taught),
+        "taught": sum(t.ok for t in taught),
+        "refused": sum(refused.values()),
+        "reasons": dict(sorted(refused.items())),
+        "users": len({t.user for t in taught}),
     }
 
 

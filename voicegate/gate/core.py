@@ -24,7 +24,7 @@ from voicegate.gate import answers, approvals, batch, faults, proposals, quota, 
 from voicegate.gate import grants as granting
 from voicegate.gate.backlog import RETRY_DELAYS, Backlog
 from voicegate.gate.drafts import UNRECORDED
-from voicegate.gate.grants import GrantRules
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.outcome import Outcome
 from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN

@@ -18,14 +18,12 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any
 
 from voicegate.canonical import args_hash
-from voicegate.errors import ConfigError
 from voicegate.gate.approvals import run_confirmed
 from voicegate.gate.faults import GRANT_SPENT
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.proposals import ActionRequest
 from voicegate.gate.types import (
     Check,
@@ -42,78 +40,15 @@ from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 
 __all__ = [
-    "DEFAULT_MAX_MINUTES",
-    "DEFAULT_MAX_USES",
-    "MOST_MINUTES",
-    "MOST_USES",
-    "GrantRules",
     "fits",
     "fixed_hash",
     "make",
     "offer",
-    "parse_free",
     "refusal",
     "split",
     "use",
     "within",
 ]
-
-# The offer the page makes, "allow the same for 10 minutes", is also the longest a grant may
-# run unless the operator says otherwise: long enough for a burst of the same work while the
-# user is still about, short enough that a yes to one card does not become standing leave.
-DEFAULT_MAX_MINUTES = 10
-# A burst, not a stream: past ten repeats the user is asked again.
-DEFAULT_MAX_USES = 10
-# The most an operator may allow at all: a day, and a thousand repeats. Past that a grant is no
-# longer a repeat of one moment's yes but a standing permission, which is a policy (``--mode``).
-MOST_MINUTES = 1440
-MOST_USES = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class GrantRules:
-    """The operator's bounds on grants (``serve --grant-max``, ``--grant-max-uses``,
-    ``--grant-free``, ``--no-grants``)."""
-
-    max_minutes: int = DEFAULT_MAX_MINUTES
-    max_uses: int = DEFAULT_MAX_USES
-    # (tool glob, argument names that may vary under a grant); every match adds its names.
-    free: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # Tool globs no grant is ever made for.
-    off: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.max_minutes <= MOST_MINUTES:
-            raise ConfigError(f"--grant-max is 0 to {MOST_MINUTES} minutes (0: no grants)")
-        if not 0 <= self.max_uses <= MOST_USES:
-            raise ConfigError(f"--grant-max-uses is 0 to {MOST_USES} (0: no grants)")
-
-    @property
-    def on(self) -> bool:
-        """Whether any grant may be made at all (neither bound is 0)."""
-        return self.max_minutes > 0 and self.max_uses > 0
-
-    def allows(self, tool: str) -> bool:
-        """Whether grants may be made (and spent) for ``tool`` at all."""
-        return self.on and not any(fnmatchcase(tool, glob) for glob in self.off)
-
-    def free_for(self, tool: str) -> tuple[str, ...]:
-        """The argument names of ``tool`` that may vary under a grant, sorted."""
-        names = {n for glob, named in self.free if fnmatchcase(tool, glob) for n in named}
-        return tuple(sorted(names))
-
-
-def parse_free(values: Sequence[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Parse ``TOOLGLOB=arg,arg`` pairs of ``--grant-free``; a pair without ``=`` or names is a
-    ``ConfigError``."""
-    out: list[tuple[str, tuple[str, ...]]] = []
-    for value in values or ():
-        pattern, sep, names = value.partition("=")
-        named = tuple(n.strip() for n in names.split(",") if n.strip())
-        if not sep or not pattern.strip() or not named:
-            raise ConfigError(f"--grant-free needs TOOLGLOB=ARG[,ARG...], got {value!r}")
-        out.append((pattern.strip(), named))
-    return tuple(out)
 
 
 def split(

@@ -8,18 +8,16 @@ needs them: a caller that swaps the upstream or the backlog on a running gate is
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from voicegate.gate.backlog import Backlog
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.quota import ProposalLimits
 from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
-
-if TYPE_CHECKING:
-    from voicegate.gate.grants import GrantRules
 
 # Runs one write upstream: the tool's name and its arguments, to its result.
 Executor = Callable[[str, Mapping[str, Any]], Awaitable[Any]]

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.grants import GrantRules
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.types import PendingSet, Risk
 from voicegate.mcp import choices, replies
 from voicegate.reasons import Reason

@@ -13,7 +13,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from voicegate.errors import ConfigError
-from voicegate.gate.grants import GrantRules
+from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.types import HighRiskStep, Risk
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.

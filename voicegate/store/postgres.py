@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 
 from voicegate.errors import ConfigError, NoStore, StoreUnavailable
-from voicegate.store import sql, tables
+from voicegate.store import sql, sql_runner, tables
 
 _SCHEMA = tables.create_statements(
     serial="BIGSERIAL PRIMARY KEY",
@@ -93,7 +93,7 @@ class PostgresRunner:
         # a command tag such as "DELETE 3"
         return int(str(status).rsplit(" ", 1)[-1])
 
-    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql_runner.Row]:
         """Execute ``statement``; the rows it returned."""
         return list(await self._call("fetch", statement, params))
 
@@ -109,7 +109,7 @@ class PostgresRunner:
             pool.terminate()
 
     @contextlib.asynccontextmanager
-    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[sql.Statements]:
+    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[sql_runner.Statements]:
         """Statements on one pooled connection, in one transaction."""
         pool = await self._get_pool()
         isolation = "repeatable_read" if snapshot else "read_committed"
@@ -214,7 +214,7 @@ class _PostgresStatements:
     def __init__(self, conn: asyncpg.Connection) -> None:
         self._conn = conn
 
-    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql_runner.Row]:
         """Execute ``statement``; the rows it returned."""
         return list(await self._conn.fetch(_numbered(statement), *params))
 

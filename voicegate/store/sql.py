@@ -4,15 +4,13 @@ Each method is one statement, so the database makes it atomic (a receipt append,
 the user's head with it, is the one transaction of several statements): a unique-key insert spends a
 ledger key, ``UPDATE ... WHERE version = ?`` swaps a set, an upsert with a ``WHERE`` takes from
 a budget, ``DELETE ... RETURNING`` redeems a pairing code. A backend only supplies a ``Runner``
-that executes a statement (``?`` placeholders) and maps driver errors to ``StoreUnavailable``.
+(``sql_runner.py``) that executes a statement (``?`` placeholders) and maps driver errors to
+``StoreUnavailable``.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
 
 from voicegate.gate.types import (
     OPEN_STATUSES,
@@ -42,39 +40,8 @@ from voicegate.store.sql_grants import SqlGrants
 from voicegate.store.sql_passkeys import SqlPasskeys
 from voicegate.store.sql_push import SqlPush
 from voicegate.store.sql_receipts import SqlReceipts
+from voicegate.store.sql_runner import Row, Runner
 from voicegate.store.sql_templates import SqlTemplates
-
-Row = Sequence[Any]
-
-
-class Runner(Protocol):
-    """Runs one statement at a time, each in its own transaction."""
-
-    async def start(self) -> None:
-        """Connect and create the schema now, instead of on the first statement."""
-
-    async def run(self, sql: str, params: Sequence[object] = ()) -> int:
-        """Execute ``sql``; the number of rows it changed."""
-
-    async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
-        """Execute ``sql``; the rows it returned."""
-
-    async def close(self) -> None:
-        """Release connections; later calls raise ``StoreUnavailable``."""
-
-    def transaction(self, *, snapshot: bool = False) -> AbstractAsyncContextManager[Statements]:
-        """Statements that commit together, or not at all when the block raises.
-
-        A plain transaction may write; a ``snapshot`` one only reads, and every statement in it
-        sees the database as it was at one moment.
-        """
-
-
-class Statements(Protocol):
-    """The statements of one open transaction."""
-
-    async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
-        """Execute ``sql`` inside the transaction; the rows it returned."""
 
 
 class SqlPending:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from voicegate.gate.types import Grant
 
 if TYPE_CHECKING:
-    from voicegate.store.sql import Runner
+    from voicegate.store.sql_runner import Runner
 
 _COLUMNS = (
     "id, user_id, upstream, tool, fixed, fixed_hash, free, created_at, expires_at, max_uses,"

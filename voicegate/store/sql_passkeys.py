@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from voicegate.gate.types import Passkey
 
 if TYPE_CHECKING:
-    from voicegate.store.sql import Runner
+    from voicegate.store.sql_runner import Runner
 
 _COLUMNS = (
     "id, user_id, credential_id, public_key, sign_count, created_at, device_id, name, last_used_at"

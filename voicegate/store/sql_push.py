@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from voicegate.gate.types import PushSubscription
 
 if TYPE_CHECKING:
-    from voicegate.store.sql import Runner
+    from voicegate.store.sql_runner import Runner
 
 _COLUMNS = "device_id, user_id, endpoint, p256dh, auth, created_at"
 

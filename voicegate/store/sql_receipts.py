@@ -16,7 +16,7 @@ from voicegate.secrets import KeyRing
 from voicegate.store import common
 
 if TYPE_CHECKING:
-    from voicegate.store.sql import Row, Runner, Statements
+    from voicegate.store.sql_runner import Row, Runner, Statements
 
 
 class _LostRace(Exception):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from voicegate.gate.types import StoredTemplate
 
 if TYPE_CHECKING:
-    from voicegate.store.sql import Runner
+    from voicegate.store.sql_runner import Runner
 
 _COLUMNS = "id, user_id, meaning, label, created_at, device_id, data"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import aiosqlite
 
 from voicegate.errors import ConfigError, NoStore, StoreUnavailable
-from voicegate.store import sql, tables
+from voicegate.store import sql, sql_runner, tables
 
 # RETURNING and upserts with a WHERE clause need SQLite 3.35
 _MIN_SQLITE = (3, 35, 0)
@@ -69,14 +69,14 @@ class SqliteRunner:
             except _DRIVER_ERRORS as exc:
                 raise StoreUnavailable(f"SQLite at {self.path}: {exc}") from exc
 
-    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql_runner.Row]:
         """Execute ``statement``; the rows it returned."""
         conn = await self._connection()
         async with self._turn:
             return await _SqliteStatements(conn, self.path).rows(statement, params)
 
     @contextlib.asynccontextmanager
-    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[sql.Statements]:
+    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[sql_runner.Statements]:
         """Statements in one transaction: ``BEGIN IMMEDIATE``, or a plain read ``BEGIN``."""
         conn = await self._connection()
         statements = _SqliteStatements(conn, self.path)
@@ -144,7 +144,7 @@ class _SqliteStatements:
         self._conn = conn
         self._path = path
 
-    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql.Row]:
+    async def rows(self, statement: str, params: Sequence[object] = ()) -> list[sql_runner.Row]:
         """Execute ``statement``; the rows it returned."""
         try:
             async with self._conn.execute(statement, params) as cursor:
