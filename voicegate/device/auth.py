@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from fastapi import Request, Security
+from fastapi import APIRouter, Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
 from voicegate.device import signing
+from voicegate.device.edge import limited_route
 from voicegate.errors import DeviceRefused
 from voicegate.gate.types import Device
 from voicegate.reasons import Reason
@@ -19,6 +21,7 @@ __all__ = [
     "covered_headers",
     "device_dependency",
     "request_target",
+    "signed_json_router",
 ]
 
 # How a client learns to sign, in the OpenAPI document. It only declares the header: the checks
@@ -109,3 +112,23 @@ def device_dependency(services: Services) -> Callable[[Request], Awaitable[Devic
         return await authenticate(services, signed)
 
     return authenticated_device
+
+
+def signed_json_router(
+    services: Services, prefix: str, tag: str, **extra: Any
+) -> tuple[APIRouter, Any]:
+    """A router of device routes under ``prefix`` taking JSON bodies up to the settings' limit
+    and within their time, and the dependency that authenticates each (``Depends``)."""
+    settings = services.settings
+    router = APIRouter(
+        prefix=prefix,
+        tags=[tag],
+        route_class=limited_route(
+            lambda path: settings.max_json_bytes,
+            services.clock,
+            body_timeout=settings.body_timeout,
+            events=services.events,
+        ),
+        **extra,
+    )
+    return router, Depends(device_dependency(services))

@@ -10,11 +10,10 @@ see or end one. Any paired device of the user may end any of the user's grants.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel
 
-from voicegate.device.auth import device_dependency
-from voicegate.device.edge import limited_route
+from voicegate.device.auth import signed_json_router
 from voicegate.device.models import GrantOut
 from voicegate.device.openapi import SIGNED
 from voicegate.errors import Refused
@@ -42,20 +41,9 @@ class EndedOut(BaseModel):
 
 def grant_router(services: Services) -> APIRouter:
     """The ``/device/grants`` routes over ``services``."""
-    settings = services.settings
     clock = services.clock
     gate = services.gate
-    router = APIRouter(
-        prefix="/device",
-        tags=["grants"],
-        route_class=limited_route(
-            lambda path: settings.max_json_bytes,
-            clock,
-            body_timeout=settings.body_timeout,
-            events=services.events,
-        ),
-    )
-    signed = Depends(device_dependency(services))
+    router, signed = signed_json_router(services, "/device", "grants")
 
     @router.get("/grants", response_model=GrantList, openapi_extra=SIGNED)
     async def listed(device: Device = signed) -> GrantList:

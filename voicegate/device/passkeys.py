@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from voicegate import limits
-from voicegate.device.auth import device_dependency
-from voicegate.device.edge import limited_route
+from voicegate.device.auth import signed_json_router
 from voicegate.device.models import AnswerOut, _In
 from voicegate.device.openapi import SIGNED
 from voicegate.device.pairing import device_name
@@ -125,17 +124,7 @@ def passkey_router(services: Services) -> APIRouter:
     settings = services.settings
     clock = services.clock
     gate = services.gate
-    router = APIRouter(
-        prefix="/device",
-        tags=["passkeys"],
-        route_class=limited_route(
-            lambda path: settings.max_json_bytes,
-            clock,
-            body_timeout=settings.body_timeout,
-            events=services.events,
-        ),
-    )
-    signed = Depends(device_dependency(services))
+    router, signed = signed_json_router(services, "/device", "passkeys")
 
     def relying_party() -> Any:
         rp = gate.relying_party

@@ -16,10 +16,9 @@ import ipaddress
 import urllib.parse
 
 from cryptography.hazmat.primitives.asymmetric import ec
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
-from voicegate.device.auth import device_dependency
-from voicegate.device.edge import limited_route
+from voicegate.device.auth import signed_json_router
 from voicegate.device.models import PushIn, PushOut
 from voicegate.device.openapi import REFUSALS, SIGNED
 from voicegate.errors import Refused
@@ -33,18 +32,9 @@ __all__ = ["push_router", "subscription_of"]
 def push_router(services: Services) -> APIRouter:
     """``/device/push``: read, register and take back this device's subscription."""
     settings = services.settings
-    router = APIRouter(
-        prefix="/device/push",
-        tags=["notifications"],
-        route_class=limited_route(
-            lambda path: settings.max_json_bytes,
-            services.clock,
-            body_timeout=settings.body_timeout,
-            events=services.events,
-        ),
-        responses=REFUSALS,
+    router, signed = signed_json_router(
+        services, "/device/push", "notifications", responses=REFUSALS
     )
-    signed = Depends(device_dependency(services))
 
     async def state(device: Device) -> PushOut:
         mine = [s for s in await services.store.push.list(device.user) if s.device_id == device.id]
