@@ -43,25 +43,29 @@ async def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_verify_accepts_an_intact_chain(db, capsys):
+def test_verify_accepts_an_intact_chain(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["receipts", "verify", "--db", str(db)]) == 0
     assert "2 receipts, 0 problems" in capsys.readouterr().out
 
 
-def test_list_shows_each_receipt_with_its_time_in_iso_8601_utc(db, capsys):
+def test_list_shows_each_receipt_with_its_time_in_iso_8601_utc(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["receipts", "list", "--db", str(db)]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     # the receipts ran at ManualClock's default start, 1_800_000_000 s
     assert [row[4] for row in rows] == ["2027-01-15T08:00:00Z"] * 2
 
 
-def test_export_keeps_the_times_as_unix_seconds(db, capsys):
+def test_export_keeps_the_times_as_unix_seconds(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["receipts", "export", "--db", str(db)]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert [r["executed_at"] for r in exported] == [1_800_000_000.0] * 2
 
 
-def test_verify_detects_an_edited_receipt(db, capsys):
+def test_verify_detects_an_edited_receipt(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with sqlite3.connect(db) as conn:
         (data,) = conn.execute("SELECT data FROM vg_receipts WHERE seq = 1").fetchone()
         edited = json.loads(data)
@@ -70,20 +74,20 @@ def test_verify_detects_an_edited_receipt(db, capsys):
     assert main(["receipts", "verify", "--db", str(db)]) == 1
 
 
-def test_verify_detects_a_deleted_receipt(db):
+def test_verify_detects_a_deleted_receipt(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM vg_receipts WHERE seq = 1")
     assert main(["receipts", "verify", "--db", str(db)]) == 1
 
 
-def test_export_writes_every_receipt_as_json(db, capsys):
+def test_export_writes_every_receipt_as_json(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["receipts", "export", "--db", str(db)]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert [r["seq"] for r in exported] == [1, 2]
     assert all(r["outcome"] == "executed" for r in exported)
 
 
-def test_the_key_file_beside_the_database_is_private(db):
+def test_the_key_file_beside_the_database_is_private(db: Path) -> None:
     mode = (db.parent / "gate.db.keys").stat().st_mode & 0o777
     assert mode == 0o600
 
@@ -98,14 +102,18 @@ def _verify(db: Path, *extra: str) -> int:
     return main(["receipts", "verify", "--db", str(db), *extra])
 
 
-def test_verify_detects_a_deleted_last_receipt(db, capsys):
+def test_verify_detects_a_deleted_last_receipt(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _sql(db, "DELETE FROM vg_receipts WHERE seq = 2")
     assert _verify(db) == 1
     out = capsys.readouterr().out
     assert "u1#2: truncated" in out and "claim_missing" in out
 
 
-def test_verify_detects_every_receipt_of_a_user_deleted(db, capsys):
+def test_verify_detects_every_receipt_of_a_user_deleted(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _sql(db, "DELETE FROM vg_receipts WHERE user_id = 'u1'")
     assert _verify(db) == 1
     _sql(db, "DELETE FROM vg_receipt_heads WHERE user_id = 'u1'")
@@ -113,7 +121,9 @@ def test_verify_detects_every_receipt_of_a_user_deleted(db, capsys):
     assert "missing_chain" in capsys.readouterr().out
 
 
-def test_receipts_after_a_deleted_tail_take_new_numbers_and_verify_still_fails(db, capsys):
+def test_receipts_after_a_deleted_tail_take_new_numbers_and_verify_still_fails(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _sql(db, "DELETE FROM vg_receipts WHERE seq = 2")
     asyncio.run(_receipts(db, count=2))
     assert _verify(db) == 1
@@ -123,7 +133,7 @@ def test_receipts_after_a_deleted_tail_take_new_numbers_and_verify_still_fails(d
     assert seqs == [1, 3, 4]
 
 
-def test_verify_detects_reordered_receipts(db, capsys):
+def test_verify_detects_reordered_receipts(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT id, seq, data FROM vg_receipts").fetchall()
         conn.execute("UPDATE vg_receipts SET seq = -seq")
@@ -137,7 +147,9 @@ def test_verify_detects_reordered_receipts(db, capsys):
     assert "edited" in capsys.readouterr().out
 
 
-def test_head_prints_the_signed_heads_and_roster_as_json(db, capsys):
+def test_head_prints_the_signed_heads_and_roster_as_json(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["receipts", "head", "--db", str(db)]) == 0
     printed = json.loads(capsys.readouterr().out)
     (head,) = printed["heads"]
@@ -145,7 +157,9 @@ def test_head_prints_the_signed_heads_and_roster_as_json(db, capsys):
     assert printed["roster"]["users"] == 1
 
 
-def test_an_older_copy_of_the_database_is_behind_a_saved_head(db, tmp_path, capsys):
+def test_an_older_copy_of_the_database_is_behind_a_saved_head(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     older = db.read_bytes()
     asyncio.run(_receipts(db, count=1))
     assert main(["receipts", "head", "--db", str(db)]) == 0
@@ -159,7 +173,7 @@ def test_an_older_copy_of_the_database_is_behind_a_saved_head(db, tmp_path, caps
     assert "u1#3: behind_expected" in capsys.readouterr().out
 
 
-def test_an_unreadable_heads_file_is_refused(db, tmp_path):
+def test_an_unreadable_heads_file_is_refused(db: Path, tmp_path: Path) -> None:
     saved = tmp_path / "head.json"
     saved.write_text("[1, 2]")
     assert _verify(db, "--expect-head", str(saved)) == 2
@@ -168,8 +182,8 @@ def test_an_unreadable_heads_file_is_refused(db, tmp_path):
 
 @pytest.mark.parametrize("action", ["list", "show", "export", "head", "verify"])
 def test_a_missing_database_is_refused_and_nothing_is_created(
-    action, tmp_path, capsys, monkeypatch
-):
+    action: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("VOICEGATE_SECRET_KEYS", raising=False)
     missing = tmp_path / "nowhere" / "gate.db"
     receipt_id = ["r1"] if action == "show" else []  # only show takes one
@@ -178,7 +192,9 @@ def test_a_missing_database_is_refused_and_nothing_is_created(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_verify_without_the_key_file_says_so_and_makes_no_key(db, capsys):
+def test_verify_without_the_key_file_says_so_and_makes_no_key(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     keys = db.parent / "gate.db.keys"
     keys.unlink()
     assert _verify(db) == 2
@@ -186,7 +202,9 @@ def test_verify_without_the_key_file_says_so_and_makes_no_key(db, capsys):
     assert not keys.exists()
 
 
-def test_a_database_from_before_heads_verifies_after_its_heads_are_built(db, capsys):
+def test_a_database_from_before_heads_verifies_after_its_heads_are_built(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _sql(
         db,
         "DROP TABLE vg_receipt_heads",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from voicegate.errors import Refused, StoreUnavailable, TokenRefused
 from voicegate.gate.backlog import Backlog, Job
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import DeviceKind, Modality, PendingSet, Risk, Stage, Status
+from voicegate.gate.types import DeviceKind, Modality, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
@@ -493,7 +495,7 @@ async def test_proposing_more_than_five_cards_is_refused(
 async def test_a_result_json_cannot_hold_is_kept_as_text_in_the_receipt(
     store: MemoryStore, clock: ManualClock
 ) -> None:
-    async def odd_upstream(tool, arguments):
+    async def odd_upstream(tool: str, arguments: Mapping[str, Any]) -> Any:
         return {"value": float("nan"), "blob": b"\x00"}
 
     gate = make_gate(store, clock, Upstream())
@@ -522,14 +524,16 @@ async def test_settling_with_a_grace_leaves_a_release_another_replica_is_running
 class Outage:
     """Makes one store method raise ``StoreUnavailable`` while ``down``, as a lost database does."""
 
-    def __init__(self, owner: object, name: str, *, when=lambda *a, **k: True) -> None:
+    def __init__(
+        self, owner: object, name: str, *, when: Callable[..., bool] = lambda *a, **k: True
+    ) -> None:
         self.owner, self.name, self.when = owner, name, when
         self.real = getattr(owner, name)
         self.down = True
         self.refused = 0
         setattr(owner, name, self)
 
-    async def __call__(self, *args, **kwargs):
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.down and self.when(*args, **kwargs):
             self.refused += 1
             raise StoreUnavailable("database is down")
@@ -695,7 +699,7 @@ class Stopped(BaseException):
 async def test_a_token_run_interrupted_during_the_call_settles_as_may_have_run(
     store: MemoryStore, clock: ManualClock
 ) -> None:
-    async def dies(tool, arguments):
+    async def dies(tool: str, arguments: Mapping[str, Any]) -> Any:
         raise Stopped
 
     gate = make_gate(store, clock, Upstream())
@@ -709,7 +713,9 @@ async def test_a_token_run_interrupted_during_the_call_settles_as_may_have_run(
     assert (receipt.mode, receipt.outcome, receipt.error) == ("token", "unknown", MAY_HAVE_RUN)
 
 
-def token_setup(store, clock, upstream, *, ttl=300.0):
+def token_setup(
+    store: MemoryStore, clock: ManualClock, upstream: Upstream, *, ttl: float = 300.0
+) -> tuple[TokenCodec, Gate, dict[str, Any], Any]:
     codec = TokenCodec(keys(), ttl=ttl, clock=clock)
     gate = make_gate(store, clock, upstream)
     args = {"name": "n", "text": "t"}
@@ -719,7 +725,9 @@ def token_setup(store, clock, upstream, *, ttl=300.0):
     return codec, gate, args, offer[token_mode.TOKEN_ARG]
 
 
-async def redeem(codec, gate, args, token, *, user="u1"):
+async def redeem(
+    codec: TokenCodec, gate: Gate, args: Mapping[str, Any], token: Any, *, user: str = "u1"
+) -> Receipt:
     return await token_mode.redeem(
         codec,
         gate,
@@ -766,8 +774,8 @@ async def test_another_users_token_refuses_and_runs_nothing(
 
 @pytest.mark.parametrize("failing", [("pending", "create"), ("ledger", "consume")])
 async def test_a_token_with_the_store_down_refuses_as_ledger_unavailable_and_runs_nothing(
-    store, clock, upstream, failing
-):
+    store: MemoryStore, clock: ManualClock, upstream: Upstream, failing: tuple[str, str]
+) -> None:
     codec, gate, args, token = token_setup(store, clock, upstream)
     outage = Outage(getattr(store, failing[0]), failing[1])
     with pytest.raises(TokenRefused) as refused:

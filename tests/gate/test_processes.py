@@ -54,7 +54,9 @@ async def test_hundred_confirms_from_two_processes_execute_once_on_sqlite(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.postgres
-async def test_hundred_confirms_from_two_processes_execute_once_on_postgres(tmp_path, pg_schema):
+async def test_hundred_confirms_from_two_processes_execute_once_on_postgres(
+    tmp_path: Path, pg_schema: str
+) -> None:
     from tests.conftest import PG_DSN
 
     await _race_one_set(with_schema(PG_DSN, pg_schema), tmp_path)
