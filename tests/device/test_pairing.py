@@ -193,7 +193,7 @@ async def test_chosen_pairing_limits_bound_the_checks_in_place_of_the_defaults(
 def test_pairing_limits_must_be_positive() -> None:
     for bad in ({"per_address": 0}, {"in_all": -1}, {"window": 0.0}):
         with pytest.raises(ValueError):
-            pairing.PairingLimits(**bad)  # type: ignore[arg-type]
+            pairing.PairingLimits(**bad)
 
 
 def test_ipv6_addresses_share_a_budget_per_64_network() -> None:

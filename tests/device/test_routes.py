@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -32,10 +33,11 @@ async def propose(services: Services, *, risk: Risk = Risk.LOW, n: int = 2) -> P
     return await services.gate.propose("asha", NOTES[:n], risk=risk)
 
 
-async def pending_sets(device: SigningDevice) -> list[dict[str, object]]:
+async def pending_sets(device: SigningDevice) -> list[dict[str, Any]]:
     response = await device.get("/device/pending")
     assert response.status_code == 200, response.text
-    return response.json()["sets"]  # type: ignore[no-any-return]
+    sets: list[dict[str, Any]] = response.json()["sets"]
+    return sets
 
 
 async def tap(
@@ -51,7 +53,7 @@ async def test_pending_lists_exact_card_text_stage_deadline_and_nonce(
     proposed = await propose(services)
     (shown,) = await pending_sets(device)
     assert shown["id"] == proposed.id and shown["nonce"] == proposed.nonce
-    assert [c["text"] for c in shown["cards"]] == [a.card_text for a in proposed.actions]  # type: ignore[attr-defined]
+    assert [c["text"] for c in shown["cards"]] == [a.card_text for a in proposed.actions]
     assert shown["stage"] == "choose" and shown["deadline"] == proposed.deadline
     assert shown["seconds_left"] == services.gate.choose_ttl
     assert shown["extensions_left"] == services.gate.max_extensions
@@ -67,8 +69,8 @@ async def test_a_choice_question_reaches_the_device_escaped_and_flagged_like_a_c
         "  ⚠ hidden characters"
     )
     # Nor is a raw one left in the set's name or its cards' names, which the page speaks.
-    names = [shown["name"], *(c["label"] for c in shown["cards"])]  # type: ignore[attr-defined]
-    assert "\\u202e" in shown["name"]  # type: ignore[operator]
+    names = [shown["name"], *(c["label"] for c in shown["cards"])]
+    assert "\\u202e" in shown["name"]
     assert not [name for name in names if set(RAW) & set(name)]
 
 
@@ -93,7 +95,7 @@ async def test_tap_choose_second_runs_the_second_action_once(
     names = [c.name for c in receipt.checks]
     # A tap at no passkey step, asking for no grant: every check but the passkey's, the
     # outside approvals' and the grants'.
-    outside = ("approval_consumed_once", "passkey_verified")
+    outside: tuple[str, ...] = ("approval_consumed_once", "passkey_verified")
     outside += ("grant_allowed", "grant_fits", "grant_spent_once")
     assert names == [n for n in CHECK_NAMES if n not in outside]
     assert len(names) == 10 and all(c.passed for c in receipt.checks)

@@ -17,7 +17,7 @@ async def test_each_card_comes_as_a_sentence_beside_its_exact_text(
 ) -> None:
     await propose(services, n=1)
     (shown,) = await pending_sets(device)
-    (card,) = shown["cards"]  # type: ignore[misc]
+    (card,) = shown["cards"]
     assert card["sentence"] == "Write note with name “shopping” and text “milk”."
     assert card["text"].startswith("tool: write_note")
     assert shown["summary"] == card["sentence"]
