@@ -118,7 +118,7 @@ async def test_the_decorator_front_validates_each_options_arguments_as_the_write
         """Wipe the file at path."""
         return path
 
-    offer = {
+    offer: dict[str, Any] = {
         "question": "Wipe which?",
         "options": [
             {"tool": "wipe", "arguments": {"path": "a", "keep_backup": "no"}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,9 @@ import pytest
 
 from tests.mcp.harness import TOKEN, Phone, data, serve, tap_in_process
 from voicegate.errors import StoreUnavailable
-from voicegate.gate.types import Risk
+from voicegate.gate.types import Receipt, Risk
 from voicegate.mcp.policy import Mode, Policy
+from voicegate.secrets import KeyRing
 
 DEFAULT = Policy(reads=("crash",), high_risk=("delete_*",))
 
@@ -112,7 +114,7 @@ async def test_token_write_whose_receipt_the_store_loses_says_it_ran_and_records
         token = data(await agent.call_tool("write_note", args))["confirmationToken"]
         receipts = gate.store.receipts
 
-        async def down(*_: Any) -> Any:
+        async def down(user: str, make: Callable[[int, str], Receipt], keys: KeyRing) -> Receipt:
             raise StoreUnavailable("database is down")
 
         receipts.append = down  # type: ignore[method-assign]

@@ -58,7 +58,7 @@ def headers(tool: str = "list_notes", **extra: str) -> dict[str, str]:
 
 
 # (body, headers) of plain reads, which the gate's read path answers, and of everything else.
-PLAIN_READS = [
+PLAIN_READS: list[tuple[Any, Any]] = [
     (call("list_notes", {}), headers()),
     (call("list_notes"), headers()),  # no arguments at all
     (call("read_note", {"name": "absent"}), headers("read_note")),  # a null in the answer
@@ -67,7 +67,7 @@ PLAIN_READS = [
     (call("list_notes", {}, request_id="r-1"), headers()),
     (call("list_notes", {}, _meta={**META, "progressToken": "p-1"}), headers()),
 ]
-NOT_PLAIN_READS = [
+NOT_PLAIN_READS: list[tuple[Any, Any]] = [
     (call("list_notes", [1]), headers()),  # arguments not an object
     (call("list_notes", {}, requestState="forged"), headers()),
     (call("list_notes", {}), headers("read_note")),  # Mcp-Name names another tool

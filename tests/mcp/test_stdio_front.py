@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from tests.mcp.harness import Running, data, register_device, serve, tap_in_process
 from tests.mcp.test_read_pass import META, NOT_PLAIN_READS, PLAIN_READS, POLICY, call
-from voicegate.mcp.stdio_front import MAX_LINE, StdioFront, Wire
+from voicegate.mcp.stdio_front import MAX_LINE, StdioFront, TooLong, Wire
 
 NOTES = f"{sys.executable} -m voicegate.mcp.notes"
 Serve = Callable[[Wire], Awaitable[None]]
@@ -106,11 +106,12 @@ NOT_MESSAGES = [
 class _TextIn:
     """Lines for ``mcp.server.stdio``, decoded as it decodes the process's stdin."""
 
-    def __init__(self, lines: AsyncIterator[bytes]) -> None:
+    def __init__(self, lines: AsyncIterator[bytes | TooLong]) -> None:
         self.lines = lines
 
     async def __aiter__(self) -> AsyncIterator[str]:
         async for raw in self.lines:
+            assert isinstance(raw, bytes), "the SDK's own transport is handed whole lines"
             for text in io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="replace"):
                 yield text
 
@@ -273,7 +274,7 @@ async def test_the_first_request_decides_the_era_and_only_a_modern_one_is_read_h
 
 async def test_a_cancelled_read_gets_no_answer_and_the_next_one_does(tmp_path: Path) -> None:
     slow = call("sleep", {"seconds": 20}, request_id="slow")
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+    cancel: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
     cancel["params"] = {"requestId": "slow", "reason": "the agent gave up"}
     after = call("list_notes", {}, request_id="after")
     async with serve(tmp_path, POLICY) as running:
@@ -371,7 +372,7 @@ async def test_the_sdk_client_uses_a_real_stdio_gate_in_either_era(
 ) -> None:
     command = _gate_command(tmp_path)
     target = StdioServerParameters(command=command[0], args=command[1:])
-    async with Client(target, mode=mode) as agent:  # type: ignore[arg-type]
+    async with Client(target, mode=mode) as agent:
         assert (await agent.call_tool("list_notes", {})).structured_content == {"notes": {}}
         pending = data(await agent.call_tool("write_note", {"name": "n", "text": "t"}))
         assert pending["status"] == "no_device"  # nobody paired: nothing runs
