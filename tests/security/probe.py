@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from tests.device.kit import SigningDevice, paired_device
 from tests.security.kit import TOKEN, Deaf, Eager
@@ -63,7 +64,9 @@ class Probe:
     @property
     def tools(self) -> GatedTools:
         """The gate's MCP tools, as the endpoint calls them."""
-        tools: GatedTools = self.server.config.app.state.voicegate.tools
+        app = self.server.config.app
+        assert isinstance(app, FastAPI)
+        tools: GatedTools = app.state.voicegate.tools
         return tools
 
     @property

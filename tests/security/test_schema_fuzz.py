@@ -137,9 +137,11 @@ def served() -> Iterator[tuple[TestClient, SigningDevice, PendingSet]]:
         device = pair(client, REAL.services, REAL.config.user)
         propose = REAL.services.gate.propose
         request = ActionRequest("write_note", {"name": "n", "text": "t"})
-        pending = client.portal.call(lambda: propose(REAL.config.user, [request], risk=Risk.LOW))
+        portal = client.portal
+        assert portal is not None  # the client's portal is open inside its ``with``
+        pending = portal.call(lambda: propose(REAL.config.user, [request], risk=Risk.LOW))
         yield client, device, pending
-        receipts = client.portal.call(REAL.services.gate.receipts)
+        receipts = portal.call(REAL.services.gate.receipts)
         assert receipts == [], "a generated request released a write"
 
 
