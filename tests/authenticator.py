@@ -41,7 +41,8 @@ class SoftPasskey:
         self, challenge: bytes, *, origin: str = ORIGIN, rp_id: str = RP_ID, uv: bool = True
     ) -> dict[str, Any]:
         """The ``PublicKeyCredential`` JSON of a registration over ``challenge``."""
-        cose = cbor.encode(dict(ES256.from_cryptography_key(self.key.public_key())))
+        public = ES256.from_cryptography_key(self.key.public_key())  # type: ignore[no-untyped-call]
+        cose = cbor.encode(dict(public))
         attested = (
             b"\0" * 16 + struct.pack(">H", len(self.credential_id)) + self.credential_id + cose
         )

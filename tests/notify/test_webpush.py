@@ -93,7 +93,9 @@ async def test_no_push_holds_a_nonce_token_or_argument_beyond_the_summary(
     notices = [browser.decrypt(m) for m in service.received]
     assert [n["event"] for n in notices] == ["new", "expiring", "done"]
     assert notices[-1]["outcome"] == "confirmed"
-    secrets = [pending.nonce, TOKEN, *(k.reveal().decode() for _, k in w.assembly.config.keys)]
+    keys = w.assembly.config.keys
+    assert keys is not None
+    secrets = [pending.nonce, TOKEN, *(k.reveal().decode() for _, k in keys)]
     for notice, message in zip(notices, service.received, strict=True):
         text = json.dumps(notice, ensure_ascii=False)
         assert not [s for s in secrets if s in text or s.encode() in message.body]

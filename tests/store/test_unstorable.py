@@ -3,7 +3,7 @@ found), never ``StoreUnavailable``, on every backend; the store keeps working af
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -25,7 +25,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
 async def test_an_unstorable_id_is_a_value_error_or_absent_never_an_outage(
     store: Store, value: str
 ) -> None:
-    lookups = [
+    lookups: list[Callable[[], Awaitable[object]]] = [
         lambda: store.pending.get(value),
         lambda: store.devices.get(value),
         lambda: store.ledger.consume(value, expires_at=1.0),

@@ -133,7 +133,7 @@ def test_training_on_a_handful_of_clips_gives_a_working_model(
 
     require(importlib.util.find_spec("torch") is not None, "torch (the [train] extra)")
 
-    import sound  # type: ignore[import-not-found]
+    import sound
 
     said = [("yes", "yes"), ("no", "cancel"), ("two", "card2"), ("hello", "other")]
     frames, rows = [], []

@@ -69,7 +69,8 @@ def ffmpeg(data: bytes, *args: str) -> bytes:
 
 def noisy(x: np.ndarray, snr_db: float) -> np.ndarray:
     n = np.random.default_rng(11).standard_normal(len(x))
-    return x + n * np.sqrt(np.mean(x**2) / np.mean(n**2)) / 10 ** (snr_db / 20)
+    mixed: np.ndarray = x + n * np.sqrt(np.mean(x**2) / np.mean(n**2)) / 10 ** (snr_db / 20)
+    return mixed
 
 
 REPLAYS: dict[str, Callable[[np.ndarray], bytes]] = {
