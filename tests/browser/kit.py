@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tests.conftest import FIXTURES, ROOT, require
 from tests.device.kit import Executed
@@ -24,6 +24,10 @@ from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing
 from voicegate.services import Services, Settings
 from voicegate.store import open_store
+
+if TYPE_CHECKING:
+    from voicegate.store.base import Store
+    from voicegate.voice.pipeline import VoicePipeline
 
 T = TypeVar("T")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -201,7 +205,7 @@ class Server:
         return self.run(self.gate.propose("asha", NOTES[:n], risk=risk))
 
 
-def voice_pipeline(store: Any) -> Any:
+def voice_pipeline(store: Store) -> VoicePipeline | None:
     """The real recogniser pipeline (tiny.en on the CPU, replay guard and the users' taught
     answers on ``store``, as ``voicegate serve`` builds it), or None."""
     try:

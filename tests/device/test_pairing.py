@@ -17,7 +17,7 @@ from voicegate.errors import DeviceRefused
 from voicegate.gate.types import DeviceKind, PairingCode
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
-from voicegate.store.base import Store
+from voicegate.store.base import PairingStore, Store
 
 OWNER = "198.51.100.7"
 GUESSER = "203.0.113.66"
@@ -32,7 +32,7 @@ def public_key() -> dict[str, Any]:
 class CountingPairings:
     """The store's pairing codes, counting how often a code is actually checked."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: PairingStore) -> None:
         self.inner = inner
         self.checks = 0
 
@@ -41,7 +41,7 @@ class CountingPairings:
 
     async def redeem(self, code_hash: str, now: float) -> PairingCode | None:
         self.checks += 1
-        return await self.inner.redeem(code_hash, now)  # type: ignore[no-any-return]
+        return await self.inner.redeem(code_hash, now)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,11 @@ from voicegate.cli import main
 from voicegate.eval import local, outputs, runner
 from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
-from voicegate.gate.types import Decision
+from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
+from voicegate.store.base import Store
 from voicegate.voice.decision import Calibration
+from voicegate.voice.pipeline import VoicePipeline, VoiceResult
 
 CASES = [
     ("pick-two", 3, "choose", "choose:2"),
@@ -36,35 +38,35 @@ CASES = [
 ]
 
 
-@dataclass
-class Heard:
-    decision: Decision
-    transcripts: tuple[str, ...] = ("scripted",)
-    readings: tuple[Any, ...] = ()
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    fingerprint_id: str | None = None
-    recogniser: str = "scripted"
-    model: str = "none"
-    language: str = "en"
-
-
 class Scripted:
-    """Answers from a table keyed by the clip's bytes, or always the same answer."""
+    """Answers from a table keyed by the clip's bytes, or always the same answer, where the
+    server's ``VoicePipeline`` would: its ``decide`` and the ``VoiceResult`` it returns."""
 
     # The server reads its pipeline's calibration to word a refusal's next step.
     calibration = Calibration(card=0.9, yes=0.9, support=1, source="test")
 
-    def __init__(self, table: dict[str, Decision] | None = None, always: Decision | None = None):
+    def __init__(
+        self, table: dict[str, Decision] | None = None, always: Decision | None = None
+    ) -> None:
         self.table = table or {}
         self.always = always
 
-    async def decide(self, audio: bytes, **context: Any) -> Heard:
-        if self.always is not None:
-            return Heard(self.always)
-        return Heard(
-            self.table.get(
-                hashlib.sha256(audio).hexdigest(), Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
-            )
+    async def decide(
+        self,
+        audio: bytes,
+        *,
+        user: str,
+        cards: int,
+        stage: Stage,
+        content_type: str | None = None,
+        card_words: Sequence[str] = (),
+    ) -> VoiceResult:
+        unclear = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+        decision = self.always
+        if decision is None:
+            decision = self.table.get(hashlib.sha256(audio).hexdigest(), unclear)
+        return VoiceResult(
+            decision, transcripts=("scripted",), recogniser="scripted", model="none", language="en"
         )
 
 
@@ -194,7 +196,7 @@ def enrolment_manifest(tmp_path: Path, hard: bool = False) -> list[Case]:
     return load(tmp_path / "m.jsonl")
 
 
-def unsure(store: Any) -> Any:
+def unsure(store: Store) -> VoicePipeline:
     """The real pipeline and replay guard over the app's store. The recogniser cannot read the
     answer surely: it hears "Two." with half the probability, under the 0.9 it needs alone. The
     fusion adds three times the log of the templates' margin, so templates that point clearly
@@ -202,7 +204,6 @@ def unsure(store: Any) -> Any:
     from voicegate.voice.decision import Calibration
     from voicegate.voice.enrolment import StoreEnrolments
     from voicegate.voice.fingerprint import ReplayGuard
-    from voicegate.voice.pipeline import VoicePipeline
     from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing
 
     scores = (("two", -2.0), ("three", -2.6), ("one", -2.8), ("cancel", -9.0))

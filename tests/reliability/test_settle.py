@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -13,9 +13,10 @@ from voicegate.errors import ConfigError
 from voicegate.gate import faults
 from voicegate.gate.core import MAY_HAVE_RUN
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import PendingSet, Risk, Status
+from voicegate.gate.types import PendingSet, Receipt, Risk, Status
 from voicegate.limits import RateLimits
 from voicegate.reasons import Kind
+from voicegate.secrets import KeyRing
 from voicegate.settings import rate_limits_from
 from voicegate.store.memory import MemoryStore
 
@@ -60,7 +61,7 @@ async def test_a_release_stopped_before_its_receipt_settles_as_may_have_run() ->
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
 
-    async def append(user: str, make: Any, keys: Any) -> Any:
+    async def append(user: str, make: Callable[[int, str], Receipt], keys: KeyRing) -> Receipt:
         raise Stopped
 
     store.receipts.append = append  # type: ignore[method-assign]

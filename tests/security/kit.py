@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 from fastapi import FastAPI
 
 from tests.device.kit import SigningDevice, paired_device
@@ -30,7 +31,7 @@ from voicegate.store.base import Store
 from voicegate.voice.decision import Calibration
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
-from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
+from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Samples, Utterance
 from voicegate.web.app import Assembly, build_app
 
 T = TypeVar("T")
@@ -49,7 +50,11 @@ class Deaf:
     calls: list[Utterance] = field(default_factory=list)
 
     def transcribe(
-        self, samples: Any, *, languages: Sequence[str] = ("en",), candidates: Sequence[str] = ()
+        self,
+        samples: Samples,
+        *,
+        languages: Sequence[str] = ("en",),
+        candidates: Sequence[str] = (),
     ) -> Hearing:
         return self.transcribe_many([Utterance(samples, tuple(languages), tuple(candidates))])[0]
 
@@ -57,7 +62,7 @@ class Deaf:
         self.calls.extend(utterances)
         return [Hearing("", "en", 0.99, -3.0, refusal=Reason.NO_SPEECH) for _ in utterances]
 
-    def frames(self, samples: Any) -> Any:
+    def frames(self, samples: Samples) -> npt.NDArray[np.float32]:
         """No features: it heard no speech to match."""
         return np.zeros((0, 0), dtype=np.float32)
 
