@@ -41,7 +41,8 @@ class SigningDevice:
         self.id = ""
 
     def public_jwk(self) -> dict[str, str]:
-        return json.loads(signing.normalise_public_key(_spki(self.key)))  # type: ignore[no-any-return]
+        jwk: dict[str, str] = json.loads(signing.normalise_public_key(_spki(self.key)))
+        return jwk
 
     async def pair(self, code: str) -> httpx.Response:
         response = await self.client.post(

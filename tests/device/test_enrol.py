@@ -99,7 +99,8 @@ async def answer(device: SigningDevice, services: Services, audio: bytes) -> dic
         **{signing.PENDING_HEADER: pending.id, signing.NONCE_HEADER: pending.nonce},
     )
     assert response.status_code < 500, response.text
-    return response.json()  # type: ignore[no-any-return]
+    answered: dict[str, object] = response.json()
+    return answered
 
 
 async def test_a_taught_take_is_listed_with_its_meaning_and_can_be_deleted(

@@ -23,8 +23,9 @@ LONG = ActionRequest("write_note", {"name": "shopping", "text": HIDDEN})
 async def only_set(device: SigningDevice) -> dict[str, Any]:
     response = await device.get("/device/pending")
     assert response.status_code == 200, response.text
+    shown: dict[str, Any]
     (shown,) = response.json()["sets"]
-    return shown  # type: ignore[no-any-return]
+    return shown
 
 
 async def test_pending_gives_the_full_text_and_arguments_of_a_shortened_card(

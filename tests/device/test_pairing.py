@@ -26,7 +26,8 @@ GUESSER = "203.0.113.66"
 def public_key() -> dict[str, Any]:
     key = ec.generate_private_key(ec.SECP256R1()).public_key()
     pem = key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
-    return json.loads(signing.normalise_public_key(pem))  # type: ignore[no-any-return]
+    jwk: dict[str, Any] = json.loads(signing.normalise_public_key(pem))
+    return jwk
 
 
 class CountingPairings:

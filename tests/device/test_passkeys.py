@@ -93,7 +93,8 @@ async def at_passkey_step(device: SigningDevice, services: Services, n: int = 1)
 
 
 async def sets(device: SigningDevice) -> list[dict[str, Any]]:
-    return (await device.get("/device/pending")).json()["sets"]  # type: ignore[no-any-return]
+    listed: list[dict[str, Any]] = (await device.get("/device/pending")).json()["sets"]
+    return listed
 
 
 async def tap(device: SigningDevice, pending: dict[str, Any], **answer: Any) -> httpx.Response:

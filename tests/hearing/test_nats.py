@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import nats
@@ -54,10 +54,10 @@ async def gate(url: str, *, deadline: float = 10.0) -> AsyncIterator[NatsHearing
         await asyncio.to_thread(hearing.close)
 
 
-async def until(condition: object, what: str, timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
     """Wait for ``condition()`` (a probe of another party, not a timing assumption)."""
     deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
+    while not condition():
         assert time.monotonic() < deadline, what
         await asyncio.sleep(0.05)
 

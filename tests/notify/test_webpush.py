@@ -33,7 +33,8 @@ def service() -> Iterator[PushService]:
 async def subscribe(w: World, browser: Browser, endpoint: str) -> dict[str, object]:
     response = await w.device.post_json("/device/push", browser.subscription(endpoint))
     assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
+    subscribed: dict[str, object] = response.json()
+    return subscribed
 
 
 async def propose(w: World, text: str = "milk", risk: Risk = Risk.LOW) -> PendingSet:

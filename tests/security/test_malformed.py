@@ -631,12 +631,12 @@ async def test_token_mode_refuses_malformed_tokens_and_runs_nothing(token: Any) 
 async def test_token_mode_refuses_a_tampered_and_a_replayed_token() -> None:
     async with world(modes="write_note=token") as w:
         sid = await session(w)
-        call = {"name": "write_note", "arguments": {"name": "a", "text": "b"}}
+        call: dict[str, Any] = {"name": "write_note", "arguments": {"name": "a", "text": "b"}}
         preview = tool_result(await w.mcp("tools/call", call, session=sid))["structuredContent"]
         token = preview["confirmationToken"]
         tampered = token[:-2] + ("AA" if token[-2:] != "AA" else "BB")
         for bad, reason in [(tampered, Reason.MALFORMED), (token + "x", Reason.MALFORMED)]:
-            args = {**call["arguments"], "confirmationToken": bad}  # type: ignore[dict-item]
+            args = {**call["arguments"], "confirmationToken": bad}
             result = tool_result(
                 await w.mcp("tools/call", {**call, "arguments": args}, session=sid)
             )
@@ -645,7 +645,7 @@ async def test_token_mode_refuses_a_tampered_and_a_replayed_token() -> None:
         result = tool_result(await w.mcp("tools/call", {**call, "arguments": changed}, session=sid))
         assert result["structuredContent"]["reason"] == Reason.PLAN_CHANGED
         assert await w.writes_run() == 0
-        args = {**call["arguments"], "confirmationToken": token}  # type: ignore[dict-item]
+        args = {**call["arguments"], "confirmationToken": token}
         ran = tool_result(await w.mcp("tools/call", {**call, "arguments": args}, session=sid))
         assert not ran.get("isError")
         again = tool_result(await w.mcp("tools/call", {**call, "arguments": args}, session=sid))
