@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from calibrate import hear_one, load, readings, record  # type: ignore[import-not-found]
+from calibrate import hear_one, load, readings, record
 
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
@@ -118,7 +118,7 @@ def verdicts(
 
 
 def _fields(cal: decision.Calibration) -> dict[str, Any]:
-    return {name: getattr(cal, name) for name in cal.__slots__}  # type: ignore[attr-defined]
+    return {name: getattr(cal, name) for name in cal.__slots__}
 
 
 def outcome(want: Decision, got: Decision) -> str:
@@ -209,11 +209,11 @@ def table(args: argparse.Namespace) -> int:
             name = r["id"].split("/", 1)[1]
             for cards, stage in NEAR_CONFIGS:
                 q = decision.question(stage, cards)
-                h = near.get(f"{q}/{name}")
-                if h is None:
+                near_h = near.get(f"{q}/{name}")
+                if near_h is None:
                     continue
                 need = record_["thresholds"][q]
-                for rule, got in verdicts(h, z["final"][k], cards, stage, need).items():
+                for rule, got in verdicts(near_h, z["final"][k], cards, stage, need).items():
                     counts[(f"held-out near misses, {q}", rule)][
                         outcome(Decision(Kind.REFUSE), got)
                     ] += 1
@@ -268,10 +268,10 @@ def sweep(args: argparse.Namespace) -> int:
                 name = rows[i]["id"].split("/", 1)[1]
                 half = "A" if rows[i]["text"] in half_a else "B"
                 for cards, stage in NEAR_CONFIGS:
-                    h = near.get(f"{question}/{name}")
-                    if h is None or decision.question(stage, cards) != question:
+                    near_h = near.get(f"{question}/{name}")
+                    if near_h is None or decision.question(stage, cards) != question:
                         continue
-                    got = verdicts(h, z["final"][k], cards, stage, need)["both"]
+                    got = verdicts(near_h, z["final"][k], cards, stage, need)["both"]
                     released[half] += got.releases
             print(
                 f"| {question} | {need} | {c['right']} | {c['refused']} | {c['wrong']} "

@@ -215,7 +215,7 @@ def fit(args: argparse.Namespace) -> int:
     stages = readings(langs)
     base = calibration.of(args.model)
     table = [c for c in clips(args.fsdd_takes, args.per_word) if c.id in heard]
-    prepared = []
+    prepared: list[tuple[Clip, int, Stage, Decision, list[decision.Hypothesis] | None]] = []
     for clip in table:
         for set_, cards, stage in STAGES:
             if set_ == clip.set:

@@ -97,7 +97,7 @@ def run_frames(args: argparse.Namespace) -> int:
         out[path.stem] = recogniser.frames(audio.decode(path.read_bytes()).samples)
         if k % 200 == 0:
             print(f"{k} takes, {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    np.savez_compressed(args.out, **{k: v.astype(np.float16) for k, v in out.items()})
+    np.savez_compressed(args.out, **{k: v.astype(np.float16) for k, v in out.items()})  # type: ignore[arg-type]
     print(f"{len(out)} takes' frames of {args.model} in {args.out}")
     return 0
 
@@ -245,7 +245,7 @@ def fused_rows(
     heard = calibrate.load(cache)
     readings = calibrate.readings(("en",))[(CARDS, Stage.CHOOSE)]
     shipped = calibration.of("tiny.en")
-    rows = []
+    rows: list[Row] = []
     for _speaker, (enrolled, takes) in near.items():
         r = templates.radii(enrolled)
         radius = {meaning: each.radius for meaning, each in r.items()}

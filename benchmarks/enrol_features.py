@@ -30,7 +30,8 @@ def _logmel(samples: np.ndarray) -> templates.Matrix:
     energy = 10 * np.log10(power.sum(axis=1) + 1e-12)
     loud = np.flatnonzero(energy > energy.max() - templates.TRIM_DB)
     logmel = np.log(power[loud[0] : loud[-1] + 1] @ templates._FILTERS.T + 1e-10)
-    return (logmel - logmel.mean(axis=0)).astype(np.float32)
+    centred: templates.Matrix = (logmel - logmel.mean(axis=0)).astype(np.float32)
+    return centred
 
 
 def _with_deltas(samples: np.ndarray) -> templates.Matrix:

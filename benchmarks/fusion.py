@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if differ:
         print(f"the shipped weights differ: {shipped.fusion}, limits {shipped.fusion_limits}")
     report: dict[str, object] = {"weights": weights, "limits": limits, "fitting_takes": len(y)}
-    runs: list[tuple[str, Weights | None, Limits]] = [
+    runs: list[tuple[str, Weights | None, Limits | None]] = [
         ("recogniser alone (no enrolment)", None, limits),
         (f"fused, {args.takes} takes enrolled, weights {weights}", weights, limits),
     ]

@@ -16,7 +16,8 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from starlette.types import Message
 
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec
@@ -60,15 +61,15 @@ async def main(reads: int) -> None:
             "server": ("127.0.0.1", 8800),
         }  # fmt: skip
         pending = [{"type": "http.request", "body": body.encode(), "more_body": False}]
-        sent: list[dict[str, Any]] = []
+        sent: list[Message] = []
 
-        async def receive() -> dict[str, Any]:
+        async def receive() -> Message:
             if pending:
                 return pending.pop()
             await asyncio.Event().wait()  # a client that never hangs up
             return {}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Message) -> None:
             sent.append(message)
 
         await app(scope, receive, send)

@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -244,7 +245,7 @@ def main() -> int:
     return 0
 
 
-def features_of(x: Floats) -> bytes:
+def features_of(x: npt.NDArray[np.floating[Any]]) -> bytes:
     """Features of samples that are already 16 kHz."""
     return features(from_samples(x, SAMPLE_RATE))
 

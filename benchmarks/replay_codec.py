@@ -131,8 +131,8 @@ def codec_bands(samples: dict[str, npt.NDArray[np.float32]], bitrate: str) -> No
     print(f"AAC {bitrate} from 48 kHz: white noise 20 dB down from {np.argmax(level < -20)} kHz")
     speech = np.zeros(len(BANDS) - 1)
     error = np.zeros(len(BANDS) - 1)
-    for x in samples.values():
-        x = x.astype(np.float64)
+    for heard in samples.values():
+        x = heard.astype(np.float64)
         y = decode(aac(x, bitrate)).samples.astype(np.float64)
         lag = lag_of(y, x)
         y = np.roll(np.pad(y, (0, max(len(x) - len(y), 0))), -lag)[: len(x)]

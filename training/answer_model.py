@@ -30,7 +30,7 @@ import sys
 import time
 import wave
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,9 @@ def features(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audio(item: data.Item, render: Any) -> np.ndarray[Any, Any] | None:
+def _audio(
+    item: data.Item, render: Callable[[str, int], sound.Array]
+) -> np.ndarray[Any, Any] | None:
     if item.path:
         try:
             return audio.decode(Path(item.path).read_bytes()).samples
@@ -126,7 +128,7 @@ def _audio(item: data.Item, render: Any) -> np.ndarray[Any, Any] | None:
 
 
 def _row(item: data.Item) -> dict[str, Any]:
-    return {k: getattr(item, k) for k in item.__slots__}  # type: ignore[attr-defined]
+    return {k: getattr(item, k) for k in item.__slots__}
 
 
 def _seed(name: str) -> int:
@@ -205,7 +207,7 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
         # Batches of similar lengths (little padding), in a random order.
         shuffled = order[np.lexsort((rng.random(len(order)), lengths // 8))]
         batches = [shuffled[k : k + BATCH] for k in range(0, len(shuffled), BATCH)]
-        rng.shuffle(batches)  # type: ignore[arg-type]
+        rng.shuffle(batches)
         net.train()
         for batch in batches:
             x, mask = _padded(d, batch, mean_t, scale_t)
@@ -227,7 +229,9 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
     }
 
 
-def _padded(d: Data, batch: Sequence[int], mean: Any, scale: Any) -> tuple[Any, Any]:
+def _padded(
+    d: Data, batch: Sequence[int] | np.ndarray[Any, Any], mean: Any, scale: Any
+) -> tuple[Any, Any]:
     import torch
 
     clips = [d.clip(i) for i in batch]
@@ -275,11 +279,11 @@ def fit(args: argparse.Namespace) -> int:
     shipped = am.from_arrays(args.model, weights, record)
     final = predict(shipped, d, held)
     np.savez(out / "oof.npz", oof=oof, held=np.array(held), final=final,
-             **{f"fold{k}": v for k, v in by_fold.items()})  # fmt: skip
+             **{f"fold{k}": v for k, v in by_fold.items()})  # type: ignore[arg-type]  # fmt: skip
     folder = ROOT / "voicegate" / "voice" / "answer_models"
     folder.mkdir(exist_ok=True)
     np.savez_compressed(folder / f"{args.model}.npz",
-                        **{k: np.asarray(v, np.float32) for k, v in weights.items()})  # fmt: skip
+                        **{k: np.asarray(v, np.float32) for k, v in weights.items()})  # type: ignore[arg-type]  # fmt: skip
     (folder / f"{args.model}.json").write_text(json.dumps(record, indent=2) + "\n")
     return 0
 
@@ -288,7 +292,7 @@ def calibrate(args: argparse.Namespace) -> int:
     """The thresholds at which the answer model agrees with a release (``decision.agree``),
     fitted on the recogniser's own hearings of the corpus (``benchmarks/answer_fusion.py``)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import answer_fusion  # type: ignore[import-not-found]
+    import answer_fusion
 
     if not Path(args.cache).exists():
         print(f"no hearings at {args.cache}: first run\n  PYTHONPATH=.:benchmarks .venv/bin/python "

@@ -168,7 +168,7 @@ def answers() -> list[tuple[str, str]]:
         for key in ("yes", "cancel", "wait"):
             out += [(str(p), lang) for p in data[key]]
         cardinals = {n: w for w, n in data["numbers"]["cardinals"].items() if 1 <= n <= 5}
-        ordinals = {}
+        ordinals: dict[int, str] = {}
         for w, n in data["numbers"]["ordinals"].items():
             if 1 <= n <= 5 and not any(c.isdigit() for c in str(w)):
                 ordinals.setdefault(n, str(w))

