@@ -69,6 +69,7 @@ def test_a_yes_and_then_a_length_asks_for_that_many_minutes(said: str, minutes: 
         "nahi haan das minute",
         "haan das minute nahi",
         "Cancel, for ten minutes.",
+        "Yes, 14 minutes.",  # how "yes, for ten minutes" was once heard
         "Wait, for ten minutes.",
     ],
 )
