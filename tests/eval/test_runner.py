@@ -46,6 +46,7 @@ class Heard:
     recogniser: str = "scripted"
     model: str = "none"
     language: str = "en"
+    grant_minutes: int | None = None
 
 
 class Scripted:
