@@ -116,6 +116,7 @@ class Reason(StrEnum):
     GRANT_HIGH_RISK = "grant_high_risk"
     GRANT_OFF = "grant_off"
     GRANT_BEYOND_LIMIT = "grant_beyond_limit"
+    GRANT_NO_PAUSE = "grant_no_pause"
     UNKNOWN_GRANT = "unknown_grant"
     # approving several single cards with one answer
     ALL_SEVERAL_CARDS = "all_several_cards"
@@ -240,6 +241,8 @@ NEXT_STEP: dict[Reason, str] = {
     "it without 'allow the same'.",
     Reason.GRANT_BEYOND_LIMIT: "Nothing ran: that is longer or more times than this server "
     "allows; choose less, or approve just this once.",
+    Reason.GRANT_NO_PAUSE: "Nothing ran: say yes, then a short pause, then how long ('yes... "
+    "for ten minutes'); or tick 'allow the same' and tap Approve.",
     Reason.UNKNOWN_GRANT: "No such live grant of yours; list your grants again.",
     Reason.ALL_SEVERAL_CARDS: "Nothing ran: a choice among several cards is answered on its "
     "own; answer it, then approve the rest.",

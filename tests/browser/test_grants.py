@@ -1,10 +1,12 @@
 """Grants on the approve page in real Chromium: "Approve, and allow the same for 10 minutes" by
-tap, the grant in "Allowed again" with what stays fixed and what may change, a fitting write run
-without a card, and "End now" ending it; axe finds nothing wrong on the way."""
+tap and by voice ("yes, for ten minutes" through the fake microphone, heard by the real
+recogniser), the grant in "Allowed again" with what stays fixed and what may change, a fitting
+write run without a card, and "End now" ending it; axe finds nothing wrong on the way."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +17,15 @@ from tests.browser.kit import (
     assert_targets_are_large,
     expect,
     expect_success,
+    fake_microphone,
+    launch,
+    open_page,
     pair,
+    result_box,
     shot,
 )
 from tests.browser.test_accessibility import audit, axe_source
+from tests.conftest import FIXTURES, require
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.types import Risk
@@ -82,6 +89,48 @@ def test_a_grant_made_by_tap_is_shown_used_and_ended(
     assert server.run(server.gate.grants("asha")) == []
     assert server.run(server.gate.use_grant("asha", same)) is None
     assert audit(page, axe_source, "grant-ended", "light") == []
+
+
+def test_a_grant_made_by_voice_is_shown_and_ended(
+    playwright: Any, server: Server, axe_source: str, free_text: None, tmp_path: Path
+) -> None:
+    require(server.services.voice is not None, "the recogniser pipeline (voicegate.voice.pipeline)")
+    clip = FIXTURES / "clips" / "piper_yes_for_ten_minutes.flac"
+    launched = launch(playwright, fake_microphone(clip, tmp_path / "yes_for_ten_minutes.wav"))
+    try:
+        with open_page(launched, server) as page:
+            pair(page, server, "?max_record_ms=2500")
+            proposed = server.propose(1)
+            article = page.locator(f'[data-pending-id="{proposed.id}"]')
+            what = article.locator(".grant .muted")
+            expect(what).to_contain_text("or say “yes, for 10 minutes”")
+            assert audit(page, axe_source, "grant-voice-offered", "light") == []
+            article.locator("button.speak").click()
+            result = result_box(page, proposed)
+            result.locator(".heard").wait_for(timeout=60_000)
+            expect(result).to_have_attribute("data-released", "true")
+            expect(result).to_contain_text("Allowed the same for 10 minutes, at most 5 times.")
+            grants = page.locator("#grants li")
+            expect(grants).to_have_count(1)
+            expect(grants.first).to_contain_text("5 of 5 left")
+            (made,) = server.run(server.gate.grants("asha"))
+            assert made.pending_id == proposed.id and made.free == ("text",)
+            assert made.expires_at - made.created_at == 600.0
+            (receipt,) = [r for r in server.run(server.gate.receipts("asha"))
+                          if r.pending_id == proposed.id]  # fmt: skip
+            assert receipt.granted is not None and receipt.granted.grant_id == made.id
+            assert audit(page, axe_source, "grant-voice-made", "light") == []
+            shot(page, "grant-voice-made")
+
+            page.get_by_role("button", name=f"End now: write_note ({made.id})").click()
+            expect(page.locator("#grant-status")).to_have_text(
+                "Ended: write_note is asked about again."
+            )
+            expect(grants).to_have_count(0)
+            assert server.run(server.gate.grants("asha")) == []
+            assert audit(page, axe_source, "grant-voice-ended", "light") == []
+    finally:
+        launched.close()
 
 
 def test_no_grant_is_offered_on_a_high_risk_card_or_a_choice(page: Any, server: Server) -> None:

@@ -92,6 +92,52 @@ async def test_a_yes_with_a_grant_releases_the_card_and_makes_the_grant(
     assert await gate.grants("u1") == [made]
 
 
+async def test_the_receipt_of_the_card_that_made_a_grant_carries_its_terms_and_verifies(
+    gate: Gate, store: Store, clock: ManualClock, upstream: Upstream
+) -> None:
+    device = await pair(store)
+    outcome = await approve_with_grant(gate, device, clock, ONE_NOTE, minutes=7, uses=3)
+    assert outcome.receipt is not None and outcome.grant is not None
+    made = outcome.grant
+    (stored,) = [r for r in await gate.receipts("u1") if r.id == outcome.receipt.id]
+    assert stored.granted is not None
+    terms = stored.granted
+    assert (terms.grant_id, terms.tool) == (made.id, "write_note")
+    assert (tuple(terms.fixed), tuple(terms.free)) == (("name",), ("text",))
+    assert (terms.minutes, terms.uses, terms.expires_at) == (7, 3, made.expires_at)
+    assert verify_chain(await gate.receipts("u1"), gate.receipt_keys) == []
+
+
+async def test_changing_a_grants_terms_in_its_receipt_breaks_the_chain(
+    gate: Gate, store: Store, clock: ManualClock, upstream: Upstream
+) -> None:
+    device = await pair(store)
+    outcome = await approve_with_grant(gate, device, clock, ONE_NOTE, minutes=7, uses=3)
+    assert outcome.receipt is not None and outcome.receipt.granted is not None
+    longer = dataclasses.replace(outcome.receipt.granted, minutes=70, uses=30)
+    edited = dataclasses.replace(outcome.receipt, granted=longer)
+    assert verify_chain([edited], gate.receipt_keys) != []
+
+
+async def test_voicegate_receipts_verify_accepts_a_chain_with_a_grants_terms(
+    tmp_path: Path, clock: ManualClock, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voicegate.cli import main
+    from voicegate.settings import keys_for
+
+    monkeypatch.delenv("VOICEGATE_SECRET_KEYS", raising=False)
+    db = tmp_path / "gate.db"
+    store = await open_store(str(db))
+    ring = keys_for(str(db), env={})
+    assert ring is not None
+    device = await pair(store)
+    gate = grant_gate(store, clock, upstream, receipt_keys=ring)
+    outcome = await approve_with_grant(gate, device, clock, ONE_NOTE)
+    assert outcome.receipt is not None and outcome.receipt.granted is not None
+    await store.close()
+    assert await asyncio.to_thread(main, ["receipts", "verify", "--db", str(db)]) == 0
+
+
 async def test_a_fitting_call_runs_at_once_and_its_receipt_names_the_grant_and_card(
     gate: Gate, store: Store, clock: ManualClock, upstream: Upstream
 ) -> None:

@@ -31,6 +31,7 @@ from voicegate.gate.types import (
     Check,
     Choice,
     FirstYes,
+    GrantMade,
     GrantUse,
     InputKind,
     Modality,
@@ -172,6 +173,15 @@ EDITS: dict[str, Any] = {
     ),
     "grant": GrantUse(
         grant_id="g_other", made_by="p_maker", made_receipt="rcpt_0", uses_left=2, expires_at=9.0
+    ),
+    "granted": GrantMade(
+        grant_id="g_other",
+        tool="write_note",
+        fixed=("name",),
+        free=("text",),
+        minutes=60,
+        expires_at=9.0,
+        uses=10,
     ),
 }
 

@@ -57,6 +57,7 @@ _STATUS: dict[Reason, int] = {
     Reason.GRANT_HIGH_RISK: 422,
     Reason.GRANT_OFF: 422,
     Reason.GRANT_BEYOND_LIMIT: 422,
+    Reason.GRANT_NO_PAUSE: 422,
     Reason.ALL_SEVERAL_CARDS: 422,
     Reason.ALL_HIGH_RISK: 422,
     Reason.PASSKEY_WRONG_RP: 403,

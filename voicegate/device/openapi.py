@@ -91,8 +91,17 @@ _SHOWN_QUERY = {
     "form field); a yes to a shortened card needs it. Signed with the path.",
     "schema": {"type": "string"},
 }
+_GRANT_USES_QUERY = {
+    "name": "grant_uses",
+    "in": "query",
+    "required": False,
+    "description": 'How many times a spoken grant ("yes, for ten minutes") allows the same '
+    "(else the `grant_uses` form field; without either, 5 or the operator's bound, whichever is "
+    "less). Signed with the path.",
+    "schema": {"type": "integer", "minimum": 1},
+}
 VOICE_BODY: dict[str, Any] = {
-    "parameters": [*SIGNED_HEADERS, *_VOICE_HEADERS, _SHOWN_QUERY],
+    "parameters": [*SIGNED_HEADERS, *_VOICE_HEADERS, _SHOWN_QUERY, _GRANT_USES_QUERY],
     "requestBody": {
         "required": True,
         "description": "The recording as the raw body (its own Content-Type, which the "
@@ -108,6 +117,7 @@ VOICE_BODY: dict[str, Any] = {
                         "pending_id": {"type": "string"},
                         "nonce": {"type": "string"},
                         "shown": {"type": "string"},
+                        "grant_uses": {"type": "string"},
                     },
                     "required": ["audio"],
                 }

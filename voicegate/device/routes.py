@@ -41,6 +41,7 @@ from voicegate.device.openapi import REFUSALS, SIGNED, VOICE_BODY, voice_descrip
 from voicegate.device.pairing import complete_pairing
 from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
 from voicegate.errors import DeviceRefused, Refused
+from voicegate.gate import grant_rules
 from voicegate.gate.checks import passkey_challenge
 from voicegate.gate.core import MAX_CARDS, Outcome
 from voicegate.gate.types import (
@@ -221,6 +222,7 @@ def device_router(services: Services) -> APIRouter:
         pending_id = _field(request, fields, "pending_id", PENDING_HEADER)
         nonce = _field(request, fields, "nonce", NONCE_HEADER, in_query=False)
         shown = _shown(fields.get("shown") or request.query_params.get("shown", ""))
+        uses = _uses(fields.get("grant_uses") or request.query_params.get("grant_uses", ""))
         # Cheap checks before the recogniser spends a second of CPU on the recording.
         pending = await _open_set(services, device, pending_id, nonce)
         # A place is taken only now: the body is whole and signed by a paired device, so an
@@ -247,6 +249,7 @@ def device_router(services: Services) -> APIRouter:
             model=result.model,
             fingerprint_id=result.fingerprint_id,
             shown_in_full=shown,
+            grant=_spoken_grant(services, result.grant_minutes, uses),
         )
         # A yes-or-no question the recogniser is never sure enough of on this server (its
         # calibration's yes threshold is infinite): saying it again will not help.
@@ -408,6 +411,27 @@ def _shown(text: str) -> frozenset[int]:
     if len(parts) > MAX_CARDS or not all(p in _CARD_NUMBERS for p in parts):
         raise Refused(Reason.BAD_REQUEST, "shown is a list of card numbers such as 1,3")
     return frozenset(int(p) for p in parts)
+
+
+def _uses(text: str) -> int | None:
+    """The ``grant_uses`` field or query: how many times a spoken grant allows the same (the
+    count the page shows on the card), signed like ``shown``; absent, None."""
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= grant_rules.MOST_USES):
+        raise Refused(
+            Reason.BAD_REQUEST, f"grant_uses is a whole number 1 to {grant_rules.MOST_USES}"
+        )
+    return int(text)
+
+
+def _spoken_grant(services: Services, minutes: int | None, uses: int | None) -> GrantAsk | None:
+    """The grant a released spoken yes asked for ("yes, for ten minutes"), or None. The minutes
+    are the ones said, never moved into the operator's bound: past it the gate refuses the
+    whole answer (``GRANT_BEYOND_LIMIT``) and the user says or taps a shorter one."""
+    if minutes is None:
+        return None
+    return GrantAsk(minutes, uses if uses is not None else services.gate.grant_rules.spoken_uses())
 
 
 def _passkey_ask(services: Services, pending: PendingSet, held: list[Passkey]) -> PasskeyAskOut:

@@ -97,11 +97,20 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
     following = _next_stage(w, pending, verdict.chosen) if high else None
     if following is not None:
         return await _advance(w, evidence, pending, verdict.chosen, checks, following)
-    outcome = await release(w, evidence, pending, verdict.chosen, checks, passkey=verdict.passkey)
-    if evidence.grant is None or not outcome.released or outcome.receipt is None:
+    planned = grants.plan(w, evidence, pending) if evidence.grant is not None else None
+    outcome = await release(
+        w,
+        evidence,
+        pending,
+        verdict.chosen,
+        checks,
+        passkey=verdict.passkey,
+        granted=grants.terms(planned) if planned is not None else None,
+    )
+    if planned is None or not outcome.released or outcome.receipt is None:
         return outcome
     try:
-        made = await grants.make(w, evidence, pending, outcome.receipt)
+        made = await grants.make(w, planned, outcome.receipt)
     except StoreUnavailable:
         # The write ran and its receipt is written; only the repeat is not there, and the
         # answer says so by carrying no grant.

@@ -16,6 +16,7 @@ from voicegate.gate.types import (
     Check,
     Choice,
     Evidence,
+    GrantMade,
     GrantUse,
     PasskeyProof,
     PendingSet,
@@ -69,6 +70,7 @@ def draft(
     error: str | None,
     passkey: PasskeyProof | None = None,
     grant: GrantUse | None = None,
+    granted: GrantMade | None = None,
 ) -> Receipt:
     """The receipt of ``pending``'s chosen action, not yet sealed nor linked into a chain."""
     assert pending.chosen is not None
@@ -103,6 +105,7 @@ def draft(
         second_yes=pending.second_yes,
         passkey=passkey,
         grant=grant,
+        granted=granted,
         choice=_choice_of(pending),
         # A device release passed ``shown_in_full``: the screen held the whole text.
         shown_text=card.full(action.tool, action.arguments) if evidence else None,

@@ -15,6 +15,7 @@ from voicegate.errors import ConfigError
 __all__ = [
     "DEFAULT_MAX_MINUTES",
     "DEFAULT_MAX_USES",
+    "DEFAULT_USES",
     "MOST_MINUTES",
     "MOST_USES",
     "GrantRules",
@@ -27,6 +28,9 @@ __all__ = [
 DEFAULT_MAX_MINUTES = 10
 # A burst, not a stream: past ten repeats the user is asked again.
 DEFAULT_MAX_USES = 10
+# The count the page preselects beside its 10 minutes, and the one a spoken grant ("yes, for ten
+# minutes") has where the device names none: within the operator's bound, as the page's choice is.
+DEFAULT_USES = 5
 # The most an operator may allow at all: a day, and a thousand repeats. Past that a grant is no
 # longer a repeat of one moment's yes but a standing permission, which is a policy (``--mode``).
 MOST_MINUTES = 1440
@@ -59,6 +63,11 @@ class GrantRules:
     def allows(self, tool: str) -> bool:
         """Whether grants may be made (and spent) for ``tool`` at all."""
         return self.on and not any(fnmatchcase(tool, glob) for glob in self.off)
+
+    def spoken_uses(self) -> int:
+        """The count of a spoken grant whose device named none: ``DEFAULT_USES`` or the
+        operator's bound, whichever is less, as the page preselects it."""
+        return min(DEFAULT_USES, self.max_uses)
 
     def free_for(self, tool: str) -> tuple[str, ...]:
         """The argument names of ``tool`` that may vary under a grant, sorted."""

@@ -15,6 +15,7 @@ does not fit makes an ordinary card.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import secrets
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from voicegate.gate.types import (
     Evidence,
     Grant,
     GrantAsk,
+    GrantMade,
     GrantUse,
     PendingSet,
     Receipt,
@@ -44,8 +46,10 @@ __all__ = [
     "fixed_hash",
     "make",
     "offer",
+    "plan",
     "refusal",
     "split",
+    "terms",
     "use",
     "within",
 ]
@@ -118,15 +122,16 @@ def offer(w: Wiring, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, .
     return tuple(sorted(fixed)), varying
 
 
-async def make(w: Wiring, evidence: Evidence, pending: PendingSet, receipt: Receipt) -> Grant:
-    """Store the grant ``evidence`` asked for, now that its yes released ``pending``'s card."""
+def plan(w: Wiring, evidence: Evidence, pending: PendingSet) -> Grant:
+    """The grant ``evidence`` asks for with its yes to ``pending``, before the release: its
+    terms go into that release's receipt (``terms``), and ``make`` stores it once released."""
     assert evidence.grant is not None and len(pending.actions) == 1
     action = pending.actions[0]
     # Free only what the page showed as varying: a free name the approved call did not have
     # stays out (fixed as absent), so a later call that adds it makes a card.
     fixed, free = split(action.arguments, w.grant_rules.free_for(action.tool))
     now = w.clock()
-    grant = Grant(
+    return Grant(
         id="g_" + secrets.token_urlsafe(12),
         user=pending.user,
         upstream=w.upstream,
@@ -140,8 +145,26 @@ async def make(w: Wiring, evidence: Evidence, pending: PendingSet, receipt: Rece
         uses_left=evidence.grant.uses,
         device_id=evidence.device_id,
         pending_id=pending.id,
-        receipt_id=receipt.id,
+        receipt_id="",
     )
+
+
+def terms(grant: Grant) -> GrantMade:
+    """What the receipt of the card that makes ``grant`` says of it."""
+    return GrantMade(
+        grant_id=grant.id,
+        tool=grant.tool,
+        fixed=tuple(sorted(grant.fixed)),
+        free=grant.free,
+        minutes=round((grant.expires_at - grant.created_at) / 60.0),
+        expires_at=grant.expires_at,
+        uses=grant.max_uses,
+    )
+
+
+async def make(w: Wiring, planned: Grant, receipt: Receipt) -> Grant:
+    """Store ``planned`` (``plan``), now that its yes released its card with ``receipt``."""
+    grant = dataclasses.replace(planned, receipt_id=receipt.id)
     await w.store.grants.add(grant)
     return grant
 

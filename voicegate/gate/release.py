@@ -25,6 +25,7 @@ from voicegate.gate.receipts import seal
 from voicegate.gate.types import (
     Action,
     Evidence,
+    GrantMade,
     PasskeyProof,
     PendingSet,
     Receipt,
@@ -65,8 +66,10 @@ async def release(
     checks: Checklist,
     *,
     passkey: PasskeyProof | None = None,
+    granted: GrantMade | None = None,
 ) -> Outcome:
-    """Claim the set, spend the nonce, run the write once, leave a receipt."""
+    """Claim the set, spend the nonce, run the write once, leave a receipt (naming the grant
+    the yes makes, ``granted``, where it makes one)."""
     now = w.clock()
     claimed = pending.replace(status=Status.EXECUTING, chosen=chosen, decided_at=now)
     if not await w.store.pending.swap(pending, claimed):
@@ -100,6 +103,7 @@ async def release(
         result=result,
         error=error,
         passkey=passkey,
+        granted=granted,
     )
     final, receipt = await write_outcome(w, claimed, written)
     w.on_step("after_record")

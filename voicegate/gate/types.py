@@ -387,6 +387,21 @@ class GrantUse:
 
 
 @dataclass(frozen=True, slots=True)
+class GrantMade:
+    """What the receipt of the card whose yes made a grant says of it: the grant's terms, so
+    the chain itself shows what the user allowed with that yes (``voicegate.gate.grants``)."""
+
+    grant_id: str
+    tool: str
+    # The argument names held to the approved call's values, and those that may vary.
+    fixed: tuple[str, ...]
+    free: tuple[str, ...]
+    minutes: int
+    expires_at: float
+    uses: int
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """One named confirm check and how it came out."""
 
@@ -434,6 +449,8 @@ class Receipt:
     passkey: PasskeyProof | None = None
     # The grant a write ran under, in place of a card (``voicegate.gate.grants``).
     grant: GrantUse | None = None
+    # The grant this card's yes made ("approve, and allow the same for 10 minutes").
+    granted: GrantMade | None = None
     digest: str = ""
     signature: str = ""
     key_id: str = ""
@@ -441,16 +458,20 @@ class Receipt:
     def body(self) -> dict[str, Any]:
         """Everything the digest covers: all fields but the digest and signature.
 
-        ``first_yes``, ``choice``, ``shown_text``, ``second_yes``, ``passkey`` and ``grant`` are
-        left out when there are none, so receipts written before they existed keep their digests.
+        ``first_yes``, ``choice``, ``shown_text``, ``second_yes``, ``passkey``, ``grant`` and
+        ``granted`` are left out when there are none, so receipts written before they existed
+        keep their digests.
         """
         data: dict[str, Any] = to_dict(self)
         for name in ("digest", "signature", "key_id"):
             data.pop(name)
-        for optional in ("first_yes", "choice", "shown_text", "second_yes", "passkey", "grant"):
+        for optional in _OPTIONAL:
             if data[optional] is None:
                 del data[optional]
         return data
+
+
+_OPTIONAL = ("first_yes", "choice", "shown_text", "second_yes", "passkey", "grant", "granted")
 
 
 def to_dict(value: Any) -> Any:
@@ -526,8 +547,15 @@ def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
             "choice": choice_from_dict(data.get("choice")),
             "passkey": PasskeyProof(**data["passkey"]) if data.get("passkey") else None,
             "grant": GrantUse(**data["grant"]) if data.get("grant") else None,
+            "granted": granted_from_dict(data.get("granted")),
         }
     )
+
+
+def granted_from_dict(data: Mapping[str, Any] | None) -> GrantMade | None:
+    if data is None:
+        return None
+    return GrantMade(**{**data, "fixed": tuple(data["fixed"]), "free": tuple(data["free"])})
 
 
 def choice_from_dict(data: Mapping[str, Any] | None) -> Choice | None:

@@ -53,6 +53,16 @@ class Reading:
     decision: Decision
 
 
+@dataclass(frozen=True, slots=True)
+class GrantWords:
+    """A yes that also says how long to allow the same again ("yes, for ten minutes"): what
+    its answer part decides, that part's words, and the minutes said after it."""
+
+    decision: Decision
+    answer: str
+    minutes: int
+
+
 def refuse(reason: Reason) -> Decision:
     """A refusal with ``reason``."""
     return Decision(Kind.REFUSE, reason=reason)
@@ -78,6 +88,50 @@ def decide(
     alone = senses[0] if len(senses) == 1 else None
     content = [s for s in senses if s is None or s.word != Word.FILLER]
     return _meaning(content, cards, stage, alone)
+
+
+def grant_of(
+    transcript: str,
+    cards: int,
+    stage: Stage,
+    card_words: Sequence[str] = (),
+    *,
+    vocab: Vocabulary | None = None,
+) -> GrantWords | None:
+    """The answer and the minutes of ``transcript`` when it is an answer that releases followed
+    by a grant's length ("yes, for ten minutes", "haan, das minute"); None for anything else.
+
+    Fails closed: the length must end the transcript, be one of the lexicons' ``grant``
+    patterns with a plain number in its slot (no "about", no "or so", no "?" after it), and not
+    be an answer phrase of its own ("ek minute" is a wait). The words before it are read by
+    ``decide`` unchanged, so a hedge, question, negator or second answer anywhere in them
+    refuses exactly as it does without a length; a length after anything but a release is no
+    grant. Whether the minutes may be had is the gate's to judge (``grants.refusal``).
+    """
+    vocab = vocab if vocab is not None else vocabulary()
+    tokens = normalise(transcript).split()
+    for pattern in sorted(vocab.grant, key=len, reverse=True):
+        if len(tokens) <= len(pattern):
+            continue
+        tail = tokens[-len(pattern) :]
+        minutes = _length(pattern, tail, vocab)
+        if minutes is None or " ".join(tail) in vocab.phrases:
+            continue
+        answer = " ".join(tokens[: -len(pattern)])
+        meant = decide(answer, cards, stage, card_words, vocab=vocab)
+        return GrantWords(meant, answer, minutes) if meant.releases else None
+    return None
+
+
+def _length(pattern: Sequence[str], tail: Sequence[str], vocab: Vocabulary) -> int | None:
+    """The number in ``tail`` where it is ``pattern`` with a cardinal or digits in its slot."""
+    number: int | None = None
+    for want, token in zip(pattern, tail, strict=True):
+        if want == SLOT_NUMBER:
+            number = vocab.cardinals.get(token, _digits(token))
+        elif want != token:
+            return None
+    return number
 
 
 def words_of(text: str, vocab: Vocabulary | None = None) -> tuple[str, ...]:

@@ -39,7 +39,7 @@ WORD_LISTS = (
     "noise",
 )
 NUMBER_MAPS = ("cardinals", "ordinals", "sound_alikes")
-TOP_KEYS = ("lang", "numbers", "sound_alikes", "homophones", "readings")
+TOP_KEYS = ("lang", "numbers", "sound_alikes", "homophones", "readings", "grant")
 READING_GROUPS = (
     "card",
     "yes",
@@ -137,6 +137,9 @@ class Lexicon:
     homophones: frozenset[str]
     patterns: tuple[tuple[str, ...], ...]
     readings: Readings
+    # How a yes says how long to allow the same again ("for {n} minutes"): each a pattern
+    # with one number slot, said after the answer (``consent.grant_of``).
+    grant: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,7 @@ class Vocabulary:
     longest: int
     fuzzy_targets: Mapping[str, Sense]
     fuzzy_guards: frozenset[str]
+    grant: tuple[tuple[str, ...], ...] = ()
 
 
 def parse(data: Any, lang: str) -> Lexicon:
@@ -171,6 +175,7 @@ def parse(data: Any, lang: str) -> Lexicon:
         for name in NUMBER_MAPS
     }
     patterns = tuple(_pattern(p, lang) for p in _strings(numbers, "patterns", lang))
+    grant = tuple(_pattern(p, lang, ordinal=False) for p in _strings(data, "grant", lang))
     homophones = frozenset(normalise(p) for p in _strings(data, "homophones", lang))
     if strays := sorted(homophones - set(maps["sound_alikes"])):
         raise ConfigError(f"lexicon {lang}: homophones {strays} are not sound_alikes")
@@ -183,6 +188,7 @@ def parse(data: Any, lang: str) -> Lexicon:
         homophones=homophones,
         patterns=patterns,
         readings=_readings(data.get("readings", {}), lang),
+        grant=grant,
     )
     _check_disjoint(lexicon)
     _check_negator_free(lexicon, _negator_words([lexicon]))
@@ -232,6 +238,7 @@ def merge(lexicons: Sequence[Lexicon]) -> Vocabulary:
         "homophone",
     )
     patterns = tuple(dict.fromkeys(p for lx in lexicons for p in lx.patterns))
+    grant = tuple(dict.fromkeys(p for lx in lexicons for p in lx.grant))
     longest = max([len(p.split()) for p in phrases] + [len(p) for p in patterns] + [1])
     fuzzy_targets = {
         phrase: sense
@@ -252,6 +259,7 @@ def merge(lexicons: Sequence[Lexicon]) -> Vocabulary:
         longest=longest,
         fuzzy_targets=MappingProxyType(fuzzy_targets),
         fuzzy_guards=frozenset(guards),
+        grant=grant,
     )
 
 
@@ -311,7 +319,8 @@ def _check_negator_free(lexicon: Lexicon, negators: frozenset[str]) -> None:
     named: dict[str, Iterable[str]] = {**lexicon.lists}
     named.update(cardinals=lexicon.cardinals, ordinals=lexicon.ordinals)
     named["patterns"] = [" ".join(p) for p in lexicon.patterns]
-    for name in (*_NEGATOR_FREE, "patterns"):
+    named["grant"] = [" ".join(p) for p in lexicon.grant]
+    for name in (*_NEGATOR_FREE, "patterns", "grant"):
         for phrase in named[name]:
             padded = f" {phrase} "
             hit = next((n for n in negators if f" {n} " in padded), None)
@@ -377,16 +386,17 @@ def _number_map(data: Mapping[str, Any], name: str, lang: str) -> Mapping[str, i
     return MappingProxyType(table)
 
 
-def _pattern(raw: str, lang: str) -> tuple[str, ...]:
-    """A number phrase pattern such as "the {ordinal} one", as tokens with one slot."""
+def _pattern(raw: str, lang: str, *, ordinal: bool = True) -> tuple[str, ...]:
+    """A number phrase pattern such as "the {ordinal} one", as tokens with one slot (a
+    grant's length, ``ordinal=False``, has a cardinal slot only)."""
+    slots = (SLOT_NUMBER, SLOT_ORDINAL) if ordinal else (SLOT_NUMBER,)
     tokens: list[str] = []
     for part in raw.split():
-        if part in (SLOT_NUMBER, SLOT_ORDINAL):
+        if part in slots:
             tokens.append(part)
         else:
             tokens.extend(_phrase(part, "patterns", lang).split())
-    slots = sum(t in (SLOT_NUMBER, SLOT_ORDINAL) for t in tokens)
-    if slots != 1 or len(tokens) < 2:
+    if sum(t in slots for t in tokens) != 1 or len(tokens) < 2:
         raise ConfigError(f"lexicon {lang}: pattern {raw!r} needs one slot and one word")
     return tuple(tokens)
 

@@ -11,6 +11,7 @@ already in the house, a new one is refused with ``BUSY``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -27,6 +28,7 @@ from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.enrolment import meaning_text
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.leading import answer_part
 from voicegate.voice.taught import Taught
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 
@@ -69,6 +71,8 @@ class VoiceResult:
     taught: Taught | None = None
     # The answer model's probability of the decision, where it weighed in.
     heard: float | None = None
+    # The minutes a released yes asked to allow the same again for ("yes, for ten minutes").
+    grant_minutes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,18 +198,19 @@ class VoicePipeline:
         t3 = self._clock()
         transcript = reading_of(hearing.text, cards, stage, card_words)
         taught: Taught | None = None
+        minutes: int | None = None
         if hearing.refusal is not None:
             verdict = decision.refused_by_recogniser(hearing.refusal, transcript)
+        elif (words := consent.grant_of(hearing.text, cards, stage, card_words)) is not None:
+            verdict, taught = await self._granted(
+                words, clip, utterance, user, cards, stage, card_words, timings
+            )
+            minutes = words.minutes if verdict.decision.releases else None
         else:
             scored = hypotheses(readings, hearing, cards, stage, card_words)
-            verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
-            timings["grammar"] = _ms(self._clock() - t3)
-            taught = await self._taught(user, hearing, timings)
-            verdict = decision.fuse(
-                verdict, scored, transcript, taught, stage, self.calibration, cards
+            verdict, taught = await self._verdict(
+                scored, transcript, hearing, user, cards, stage, timings
             )
-            said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
-            verdict = decision.agree(verdict, said, stage, self.calibration, cards)
         timings.setdefault("grammar", _ms(self._clock() - t3))
         return VoiceResult(
             decision=verdict.decision,
@@ -221,7 +226,58 @@ class VoicePipeline:
             fused=verdict.fused,
             taught=taught,
             heard=verdict.heard,
+            grant_minutes=minutes,
         )
+
+    async def _verdict(
+        self,
+        scored: Sequence[decision.Hypothesis],
+        transcript: Decision,
+        hearing: Hearing,
+        user: str,
+        cards: int,
+        stage: Stage,
+        timings: dict[str, float],
+    ) -> tuple[decision.Verdict, Taught | None]:
+        """Rules 1-4 of ``voice/decision.py`` and the user's templates, for one hearing."""
+        started = self._clock()
+        verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
+        timings["grammar"] = _ms(self._clock() - started)
+        taught = await self._taught(user, hearing, timings)
+        verdict = decision.fuse(verdict, scored, transcript, taught, stage, self.calibration, cards)
+        said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
+        return decision.agree(verdict, said, stage, self.calibration, cards), taught
+
+    async def _granted(
+        self,
+        words: consent.GrantWords,
+        clip: Clip,
+        whole: Utterance,
+        user: str,
+        cards: int,
+        stage: Stage,
+        card_words: Sequence[str],
+        timings: dict[str, float],
+    ) -> tuple[decision.Verdict, Taught | None]:
+        """A yes followed by a grant's length ("yes, for ten minutes"): the answer part of the
+        clip (``leading.answer_part``) heard again and decided by every rule a plain answer
+        passes, the answer model's agreement included; it releases only where that is the
+        release the words before the length say. The length itself releases nothing."""
+        part = answer_part(clip.samples)
+        if part is None:
+            return decision.Verdict(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, "grant"), None
+        started = self._clock()
+        heard = await self._hear(dataclasses.replace(whole, samples=part))
+        timings["answer_part"] = _ms(self._clock() - started)
+        said = reading_of(heard.text, cards, stage, card_words)
+        if heard.refusal is not None:
+            return decision.refused_by_recogniser(heard.refusal, said), None
+        readings = consent.readings(cards, stage, self.lexicons)
+        scored = hypotheses(readings, heard, cards, stage, card_words)
+        verdict, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
+        if verdict.decision.releases and verdict.decision != _merge(words.decision, cards, stage):
+            return decision.Verdict(decision.UNCLEAR, verdict.probability, "grant_disagree"), taught
+        return verdict, taught
 
     async def take(self, clip: Clip) -> Take:
         """One enrolment take as the recogniser meets it: its features (``Transcriber.frames``,
@@ -319,6 +375,11 @@ class VoicePipeline:
             self._running -= 1
 
 
+def _merge(meant: Decision, cards: int, stage: Stage) -> Decision:
+    """Card 1 and yes are one decision on a single card (``decision.one_card``)."""
+    return decision.one_card(meant) if cards == 1 and stage is Stage.CHOOSE else meant
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
@@ -400,6 +461,7 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "probability": round(result.probability, 4),
         "fused_probability": None if result.fused is None else round(result.fused, 4),
         "answer_model_probability": None if result.heard is None else round(result.heard, 4),
+        "grant_minutes": result.grant_minutes,
         "taught": None if result.taught is None else taught_json(result.taught),
     }
 

@@ -18,7 +18,7 @@ import { bindTeach, teachFor } from "/approve/teach.js";
 import { assertFor, bindPasskeys, loadPasskeys, showPasskeys } from "/approve/passkeys.js";
 import { allStatus, settled as settledBatch, showAll } from "/approve/all.js";
 import {
-  anyGrants, grantAsked, grantChoice, grantLine, loadGrants, showGrants,
+  anyGrants, grantAsked, grantChoice, grantLine, grantUses, loadGrants, showGrants,
 } from "/approve/grants.js";
 import { bindHelp, speakWords } from "/approve/help.js";
 import { bindForget } from "/approve/forget.js";
@@ -494,8 +494,13 @@ async function sendVoice(pendingId, blob) {
   }
   showResult(pendingId, [{ cls: "", text: "Checking what you said…" }]);
   const shown = [...expandedOf(pendingId)];
-  // The signature covers the path and query: the server knows which full texts were shown.
-  const path = shown.length ? `/device/voice?shown=${shown.join(",")}` : "/device/voice";
+  // The signature covers the path and query: the server knows which full texts were shown, and
+  // how many times a spoken "yes, for ten minutes" allows the same (this card's count).
+  const query = [];
+  if (shown.length) query.push(`shown=${shown.join(",")}`);
+  const uses = grantUses(pendingId);
+  if (uses) query.push(`grant_uses=${uses}`);
+  const path = query.length ? `/device/voice?${query.join("&")}` : "/device/voice";
   const response = await signedFetch("POST", path, new Uint8Array(await blob.arrayBuffer()), {
     "Content-Type": blob.type || "audio/webm",
     "X-Voicegate-Pending": pendingId,

@@ -1,6 +1,8 @@
 // Grants: "Approve, and allow the same for 10 minutes". The choice sits on a card the server
 // offers it for (one card, not high-risk, a tool the operator lets be repeated), with what stays
-// fixed and what may change; it rides in the signed tap, so only this device can make one. The
+// fixed and what may change; it rides in the signed tap, or is said after a spoken yes ("yes, for
+// ten minutes", the count from this choice riding in the signed upload), so only this device can
+// make one. The
 // "Allowed again" list shows the live grants, each with a one-press "End now".
 
 import { $, el } from "/approve/dom.js";
@@ -59,8 +61,9 @@ export function grantChoice(set, name) {
     bounds,
     el("p", { class: "muted", id: `grant-what-${id}` },
       `Stays exactly as on this card: ${fixed}. May change: ${varying}. ` +
-      "Only a tap on Approve allows it; a spoken yes approves this once. High-risk actions " +
-      "and choices among several cards are always asked."));
+      "Tick it and tap Approve, or say “yes, for 10 minutes”: yes, a short pause, then how " +
+      "long. A plain yes approves this once. High-risk actions and choices among several " +
+      "cards are always asked."));
 }
 
 // The grant part of a yes to ``pendingId`` as the tap sends it, or undefined when not asked.
@@ -71,6 +74,13 @@ export function grantAsked(pendingId) {
     minutes: Number($(`grant-minutes-${pendingId}`).value),
     uses: Number($(`grant-uses-${pendingId}`).value),
   };
+}
+
+// How many times a spoken grant of ``pendingId`` allows the same: the count this card shows,
+// or undefined where it offers no grant.
+export function grantUses(pendingId) {
+  const uses = $(`grant-uses-${pendingId}`);
+  return uses ? Number(uses.value) : undefined;
 }
 
 // The line an answer that made a grant adds to its result.
