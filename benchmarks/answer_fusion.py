@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from calibrate import hear_one, load, readings, record
 
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
 from voicegate.voice import calibration, consent, decision

@@ -44,8 +44,8 @@ import fusion  # the fused tables
 import numpy as np
 import numpy.typing as npt
 
+from voicegate.domain import Stage
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import Stage
 from voicegate.voice import audio, calibration, consent
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN
 from voicegate.voice.transcribe import Hearing, Utterance

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, consent, decision, windows
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of

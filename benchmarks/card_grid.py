@@ -23,9 +23,9 @@ from pathlib import Path
 
 from calibrate import CARD_GRID, hear_one, load, record
 
+from voicegate.domain import Decision
 from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
-from voicegate.gate.types import Decision
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import hypotheses, reading_of

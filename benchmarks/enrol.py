@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, decision, templates
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from voicegate.gate.types import Stage
+from voicegate.domain import Stage
 from voicegate.voice import audio, consent
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN
 from voicegate.voice.prompts import Prompt

@@ -38,7 +38,7 @@ from pathlib import Path
 import enrol
 import numpy as np
 
-from voicegate.gate.types import Stage
+from voicegate.domain import Stage
 from voicegate.voice import calibration, decision
 from voicegate.voice.taught import Taught, fusion_evidence
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 from calibrate import hear_one, load, record
 
+from voicegate.domain import Decision
 from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
-from voicegate.gate.types import Decision
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of

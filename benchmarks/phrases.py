@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--compare", action="store_true", help="also decide without partials")
     args = parser.parse_args()
 
-    from voicegate.gate.types import Stage
+    from voicegate.domain import Stage
     from voicegate.reasons import Kind
     from voicegate.voice import consent, decision
     from voicegate.voice.audio import decode

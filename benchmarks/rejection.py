@@ -20,7 +20,7 @@ from collections import Counter
 
 import enrol
 
-from voicegate.gate.types import Decision
+from voicegate.domain import Decision
 from voicegate.reasons import Kind
 from voicegate.voice import templates
 

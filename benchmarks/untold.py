@@ -26,7 +26,7 @@ from pathlib import Path
 import ctranslate2
 import numpy as np
 
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import audio, calibration, consent, lexicon, windows
 from voicegate.voice.prompts import Prompt, spelled

@@ -50,7 +50,7 @@ def main() -> int:
     args = parser.parse_args()
     import sound
 
-    from voicegate.gate.types import Stage
+    from voicegate.domain import Stage
     from voicegate.voice.pipeline import VoicePipeline
     from voicegate.voice.whisper import FasterWhisperTranscriber
 

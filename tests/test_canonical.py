@@ -21,9 +21,9 @@ from voicegate.canonical import (
     canonical_json,
     normalise,
 )
+from voicegate.domain import Receipt, Risk
 from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.gate.receipts import digest
-from voicegate.gate.types import Receipt, Risk
 
 # Text without lone surrogates: those are not Unicode text and are refused on purpose.
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)

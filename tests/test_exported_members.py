@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
@@ -30,3 +31,9 @@ def test_importing_the_package_does_not_load_the_recogniser_or_the_web_stack() -
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_every_export_names_the_module_it_comes_from() -> None:
+    assert sorted(voicegate._HOME) == sorted(voicegate.__all__)
+    for name, home in voicegate._HOME.items():
+        assert getattr(importlib.import_module(home), name) is getattr(voicegate, name), name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.store.test_contract import pending
-from voicegate.gate.types import Status, StoredFingerprint
+from voicegate.domain import Status, StoredFingerprint
 from voicegate.housekeeping import prune_once
 from voicegate.store.memory import MemoryStore
 

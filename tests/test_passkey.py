@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.authenticator import ORIGIN, RP_ID, SoftPasskey
+from voicegate.domain import PasskeyAssertion
 from voicegate.errors import Refused
-from voicegate.gate.types import PasskeyAssertion
 from voicegate.passkey import (
     REGISTRATION_TTL,
     RelyingParty,

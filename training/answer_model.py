@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import data
 import sound
 
+from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
 from voicegate.voice import audio

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from voicegate.gate.types import Stage
+from voicegate.domain import Stage
 from voicegate.reasons import Kind
 from voicegate.voice import consent
 from voicegate.voice.answer_model import OTHER

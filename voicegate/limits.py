@@ -26,8 +26,8 @@ from typing import Literal
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from voicegate.domain import Device
 from voicegate.errors import Throttled
-from voicegate.gate.types import Device
 from voicegate.reasons import NEXT_STEP, REQUEST_NEXT_STEP, Reason
 from voicegate.store.base import Budgets
 

@@ -34,8 +34,8 @@ from fido2.cose import CoseKey, UnsupportedKey
 from fido2.webauthn import AttestationObject, AuthenticatorData, CollectedClientData
 
 from voicegate.canonical import canonical_json
+from voicegate.domain import Passkey, PasskeyAssertion, PasskeyProof
 from voicegate.errors import Refused
-from voicegate.gate.types import Passkey, PasskeyAssertion, PasskeyProof
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from tests.browser.kit import ShiftedClock, voice_pipeline
 from tests.mcp.harness import TOKEN, agent_at, data
 from voicegate.device.pairing import start_pairing
-from voicegate.gate.types import DeviceKind
+from voicegate.domain import DeviceKind
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec

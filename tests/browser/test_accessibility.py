@@ -35,9 +35,9 @@ from tests.browser.kit import (
 )
 from tests.conftest import ROOT, require
 from voicegate.device.pairing import BUDGET_WINDOW
+from voicegate.domain import Risk
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import Risk
 
 pytestmark = pytest.mark.browser
 

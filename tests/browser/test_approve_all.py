@@ -11,8 +11,8 @@ import pytest
 
 from tests.browser.kit import Server, approve_button, assert_targets_are_large, expect, pair
 from tests.browser.test_accessibility import audit, axe_source
+from voicegate.domain import Risk, Status
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import Risk, Status
 
 pytestmark = pytest.mark.browser
 

@@ -34,7 +34,7 @@ from tests.browser.kit import (
     shot,
 )
 from tests.conftest import require
-from voicegate.gate.types import Risk, Status
+from voicegate.domain import Risk, Status
 
 pytestmark = pytest.mark.browser
 

@@ -26,9 +26,9 @@ from tests.browser.kit import (
 )
 from tests.browser.test_accessibility import audit, axe_source
 from tests.conftest import FIXTURES, require
+from voicegate.domain import Risk
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.types import Risk
 
 pytestmark = pytest.mark.browser
 

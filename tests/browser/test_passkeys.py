@@ -30,8 +30,8 @@ from tests.browser.test_accessibility import AXE, NARROW, audit
 from tests.conftest import require
 from voicegate import passkey
 from voicegate.canonical import args_hash
+from voicegate.domain import HighRiskStep, PendingSet, Risk
 from voicegate.gate.checks import passkey_challenge
-from voicegate.gate.types import HighRiskStep, PendingSet, Risk
 from voicegate.reasons import Reason
 
 pytestmark = pytest.mark.browser

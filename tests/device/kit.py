@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
-from voicegate.gate.types import DeviceKind
+from voicegate.domain import DeviceKind
 from voicegate.services import Services
 
 START = ManualClock().now

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from voicegate.cli import main
-from voicegate.gate.types import Device, DeviceKind, StoredTemplate
+from voicegate.domain import Device, DeviceKind, StoredTemplate
 from voicegate.store import open_store
 
 

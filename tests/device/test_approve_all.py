@@ -4,9 +4,9 @@ receipt; never a choice among cards, never a high-risk card."""
 from __future__ import annotations
 
 from tests.device.kit import Executed, SigningDevice
+from voicegate.domain import PendingSet, Risk, Status
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

@@ -17,8 +17,8 @@ from tests.device.kit import Executed, SigningDevice
 from voicegate.cli import main
 from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
+from voicegate.domain import Risk
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import Risk
 from voicegate.reasons import Reason
 from voicegate.services import Services
 from voicegate.settings import KEYS_ENV, keys_for

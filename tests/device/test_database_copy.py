@@ -23,10 +23,10 @@ from tests.device.kit import Executed, paired_device
 from voicegate.clock import ManualClock
 from voicegate.device import pairing, signing
 from voicegate.device.routes import device_router
+from voicegate.domain import Device, DeviceKind, Risk
 from voicegate.errors import DeviceRefused
 from voicegate.eval.agent_forgery import stored_values
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import Device, DeviceKind, Risk
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.services import Services

@@ -18,8 +18,8 @@ from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.enrol import enrol_router
 from voicegate.device.routes import device_router
+from voicegate.domain import DeviceKind, Risk
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import DeviceKind, Risk
 from voicegate.reasons import Reason
 from voicegate.services import Services
 from voicegate.voice import models, templates

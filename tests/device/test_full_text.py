@@ -9,9 +9,9 @@ from tests.device.kit import Executed, SigningDevice
 from tests.device.test_voice_route import CLIP, with_voice
 from voicegate.clock import ManualClock
 from voicegate.device import signing
+from voicegate.domain import Risk
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import Risk
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from voicegate.clock import ManualClock
 from voicegate.device import pairing, signing
 from voicegate.device.pairing import complete_pairing, start_pairing
+from voicegate.domain import DeviceKind, PairingCode
 from voicegate.errors import DeviceRefused
-from voicegate.gate.types import DeviceKind, PairingCode
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import PairingStore, Store

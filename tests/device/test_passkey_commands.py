@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from voicegate.cli import main
-from voicegate.gate.types import Passkey
+from voicegate.domain import Passkey
 from voicegate.store import open_store
 
 

@@ -21,8 +21,8 @@ from voicegate.canonical import args_hash
 from voicegate.clock import ManualClock
 from voicegate.device.passkeys import passkey_router
 from voicegate.device.routes import device_router
+from voicegate.domain import HighRiskStep, Risk
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.passkey import RelyingParty, challenge, unb64url
 from voicegate.reasons import PASSKEY_STEP, Reason
 from voicegate.secrets import KeyRing

@@ -13,9 +13,9 @@ from tests.device.kit import Executed, SigningDevice, paired_device
 from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
+from voicegate.domain import DeviceKind, PendingSet, Risk
 from voicegate.gate.checks import CHECK_NAMES
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.reasons import SECOND_YES, Reason
 from voicegate.services import Services
 

@@ -7,7 +7,7 @@ import httpx
 from tests.device.kit import SigningDevice, paired_device
 from tests.device.test_routes import pending_sets, propose
 from voicegate.clock import ManualClock
-from voicegate.gate.types import Status
+from voicegate.domain import Status
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

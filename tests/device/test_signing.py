@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tests.device.kit import START
 from voicegate.device import signing
 from voicegate.device.auth import authenticate
+from voicegate.domain import Device, DeviceKind
 from voicegate.errors import DeviceRefused
-from voicegate.gate.types import Device, DeviceKind
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

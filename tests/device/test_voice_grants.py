@@ -9,9 +9,9 @@ from tests.device.kit import Executed, SigningDevice
 from tests.voice.test_spoken_grants import clip, wav
 from voicegate.clock import ManualClock
 from voicegate.device import signing
+from voicegate.domain import PendingSet, Risk
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.types import PendingSet, Risk
 from voicegate.reasons import Reason
 from voicegate.services import Services
 from voicegate.voice.fingerprint import ReplayGuard

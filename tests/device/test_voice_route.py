@@ -8,8 +8,8 @@ from tests.conftest import FIXTURES
 from tests.device.kit import Executed, SigningDevice
 from voicegate.clock import ManualClock
 from voicegate.device import signing
+from voicegate.domain import PendingSet, Risk, Status
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.reasons import NEXT_STEP, YES_BY_TAP, YES_NO_NEXT_STEP, Reason
 from voicegate.services import Services
 from voicegate.voice import calibration

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from voicegate.domain import Decision, Stage
 from voicegate.eval.manifest import Case, ManifestError, case_to_dict, load, parse, parse_expect
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 
 BASE = Path("/corpus")

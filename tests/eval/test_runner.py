@@ -19,10 +19,10 @@ import soundfile as sf
 from tests.device.test_enrol import take
 from voicegate.cli import eval as eval_cli
 from voicegate.cli import main
+from voicegate.domain import Decision, Stage
 from voicegate.eval import local, outputs, runner
 from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import Store
 from voicegate.voice.decision import Calibration

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicegate.clock import ManualClock
-from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import (
+from voicegate.domain import (
     Decision,
     Device,
     DeviceKind,
@@ -19,6 +18,7 @@ from voicegate.gate.types import (
     PendingSet,
     Risk,
 )
+from voicegate.gate.core import ActionRequest, Gate
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store.base import Store

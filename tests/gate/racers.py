@@ -9,8 +9,8 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from voicegate.domain import Decision, Evidence, InputKind, Modality
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import Decision, Evidence, InputKind, Modality
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store

@@ -6,9 +6,7 @@ import dataclasses
 
 import pytest
 
-from voicegate.gate.checks import EVIDENCE_MAX_AGE, Verdict, check_answer, check_set
-from voicegate.gate.proposals import ActionRequest, action_of
-from voicegate.gate.types import (
+from voicegate.domain import (
     Decision,
     Device,
     DeviceKind,
@@ -20,6 +18,8 @@ from voicegate.gate.types import (
     Stage,
     Status,
 )
+from voicegate.gate.checks import EVIDENCE_MAX_AGE, Verdict, check_answer, check_set
+from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.reasons import Kind, Reason
 
 NOW = 1_000.0

@@ -12,8 +12,8 @@ import pytest
 
 from voicegate.cli import main
 from voicegate.clock import ManualClock
+from voicegate.domain import Risk
 from voicegate.gate.core import Gate
-from voicegate.gate.types import Risk
 from voicegate.reasons import Kind
 from voicegate.settings import keys_for
 from voicegate.store import open_store

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from voicegate.clock import ManualClock
+from voicegate.domain import DeviceKind, Modality, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable, TokenRefused
 from voicegate.gate.backlog import Backlog, Job
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import DeviceKind, Modality, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore

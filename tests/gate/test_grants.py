@@ -17,11 +17,11 @@ from tests.gate.helpers import Upstream, evidence, keys, pair
 from tests.store.conftest import with_schema
 from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
+from voicegate.domain import Device, Grant, GrantAsk, Risk, Status
 from voicegate.gate import faults, grants
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import Device, Grant, GrantAsk, Risk, Status
 from voicegate.reasons import Kind, Reason
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store

@@ -9,10 +9,10 @@ import pytest
 
 from voicegate.canonical import ARGUMENTS_BYTES, MAX_BYTES, canonical_json
 from voicegate.clock import ManualClock
+from voicegate.domain import Risk
 from voicegate.errors import ConfigError, Refused, Throttled
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.quota import ProposalLimits, agent_id
-from voicegate.gate.types import Risk
 from voicegate.reasons import Reason
 from voicegate.secrets import Secret
 from voicegate.settings import proposal_limits_from

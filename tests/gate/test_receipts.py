@@ -9,6 +9,18 @@ from typing import Any
 import pytest
 
 from voicegate.canonical import ARGUMENTS_BYTES, MAX_BYTES, canonical_json
+from voicegate.domain import (
+    Check,
+    Choice,
+    FirstYes,
+    GrantMade,
+    GrantUse,
+    InputKind,
+    Modality,
+    PasskeyProof,
+    Receipt,
+    Risk,
+)
 from voicegate.gate.receipts import (
     GENESIS,
     ChainHead,
@@ -26,18 +38,6 @@ from voicegate.gate.receipts import (
     sign_roster,
     verify_chain,
     verify_heads,
-)
-from voicegate.gate.types import (
-    Check,
-    Choice,
-    FirstYes,
-    GrantMade,
-    GrantUse,
-    InputKind,
-    Modality,
-    PasskeyProof,
-    Receipt,
-    Risk,
 )
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, generate_secret

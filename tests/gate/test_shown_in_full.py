@@ -6,10 +6,10 @@ import dataclasses
 
 from tests.gate.helpers import Upstream
 from voicegate.clock import ManualClock
+from voicegate.domain import Risk, Stage
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import Risk, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
 

@@ -12,8 +12,8 @@ import nats
 import numpy as np
 import pytest
 
+from voicegate.domain import Stage
 from voicegate.errors import HearingUnavailable
-from voicegate.gate.types import Stage
 from voicegate.hearing import queue, wire
 from voicegate.hearing.remote import GONE_AFTER, NatsHearing
 from voicegate.hearing.worker import work

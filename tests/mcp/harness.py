@@ -28,7 +28,7 @@ from mcp.types import CallToolResult
 
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
-from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
+from voicegate.domain import Decision, Device, DeviceKind, Evidence, InputKind, Modality
 from voicegate.mcp.http_client import mcp_http_client
 from voicegate.mcp.notes import CRASH_ENV, PIDFILE_ENV
 from voicegate.mcp.policy import Policy

@@ -10,8 +10,8 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 from voicegate.canonical import ARGUMENTS_BYTES
+from voicegate.domain import Decision, Device, DeviceKind, Evidence, InputKind, Modality
 from voicegate.errors import Refused, StoreUnavailable
-from voicegate.gate.types import Decision, Device, DeviceKind, Evidence, InputKind, Modality
 from voicegate.mcp.choices import MAX_QUESTION, read_choice
 from voicegate.mcp.decorators import GatedServer
 from voicegate.reasons import Kind, Reason

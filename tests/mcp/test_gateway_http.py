@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from tests.mcp.harness import TOKEN, Phone, data, serve, tap_in_process
+from voicegate.domain import Receipt, Risk
 from voicegate.errors import StoreUnavailable
-from voicegate.gate.types import Receipt, Risk
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.secrets import KeyRing
 

@@ -9,8 +9,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from voicegate.errors import ConfigError
-from voicegate.gate.types import (
+from voicegate.domain import (
     Decision,
     Device,
     DeviceKind,
@@ -19,6 +18,7 @@ from voicegate.gate.types import (
     InputKind,
     Modality,
 )
+from voicegate.errors import ConfigError
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.decorators import GatedServer
 from voicegate.mcp.notes import build_notes_server

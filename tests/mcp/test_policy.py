@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from voicegate.domain import HighRiskStep, Risk
 from voicegate.errors import ConfigError
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.mcp.policy import (
     OWN_TOOLS,
     Mode,

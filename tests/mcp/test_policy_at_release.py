@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.mcp.harness import data, serve, tap_in_process
-from voicegate.gate.types import Risk, Stage
+from voicegate.domain import Risk, Stage
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.reasons import Reason
 from voicegate.store.memory import MemoryStore

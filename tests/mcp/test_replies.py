@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicegate.gate.types import Receipt, Risk, RunOutcome
+from voicegate.domain import Receipt, Risk, RunOutcome
 from voicegate.mcp.replies import from_receipt
 from voicegate.reasons import Reason
 
@@ -54,7 +54,7 @@ def test_a_write_that_did_not_run_is_told_as_an_upstream_failure(outcome: RunOut
 def test_the_link_message_escapes_and_flags_the_agent_s_question() -> None:
     """The question goes to the user through the agent's client as well: escaped as the device
     shows it, never raw."""
-    from voicegate.gate.types import Action, PendingSet, Stage
+    from voicegate.domain import Action, PendingSet, Stage
     from voicegate.mcp.replies import link_message
 
     actions = tuple(

@@ -19,9 +19,9 @@ import httpx
 from mcp import Client
 
 from tests.mcp.harness import Phone, Running, data, serve
+from voicegate.domain import Receipt
 from voicegate.gate.drafts import RESULT_DEPTH
 from voicegate.gate.receipts import verify_chain, verify_heads
-from voicegate.gate.types import Receipt
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.upstream import UpstreamSpec
 

@@ -15,9 +15,9 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.security.kit import TOKEN, held, world
+from voicegate.domain import Risk
 from voicegate.errors import ConfigError
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import Risk
 from voicegate.notify.mail import Mail, SmtpServer
 from voicegate.notify.notice import Event, Notice
 from voicegate.secrets import Secret

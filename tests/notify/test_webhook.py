@@ -10,9 +10,9 @@ import pytest
 
 from tests.notify.kit import PushService, push_service
 from tests.security.kit import TOKEN, World, held, world
+from voicegate.domain import Risk
 from voicegate.errors import ConfigError
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import Risk
 from voicegate.settings import webhooks_from
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests.notify.kit import Browser, PushService, push_service, vapid_claims
 from tests.security.kit import TOKEN, World, held, world
+from voicegate.domain import PendingSet, Risk
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import PendingSet, Risk
 from voicegate.reasons import Reason
 
 LONG = "buy oat milk, bread, tea and " + "x" * 200 + " and the secret word zebra"

@@ -22,10 +22,10 @@ from tests.gate.helpers import ManualClock, Risk, Upstream, actions, evidence, m
 from tests.reliability.cluster import Phone, data, pending_status, propose, running, start
 from tests.reliability.counter import executions as executed
 from tests.reliability.pgserver import PrivatePostgres, can_run
+from voicegate.domain import Status
 from voicegate.gate.backlog import Backlog
 from voicegate.gate.core import UNRECORDED
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import Status
 from voicegate.reasons import Kind, Reason
 from voicegate.store import open_store
 

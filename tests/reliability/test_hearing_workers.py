@@ -25,8 +25,8 @@ from tests.conftest import CORPUS, require
 from tests.hearing.conftest import nats_url
 from tests.reliability.cluster import ROOT, Phone, Served, running, start
 from tests.reliability.counter import executions as executed
+from voicegate.domain import DeviceKind
 from voicegate.gate.faults import FAULT_ENV, WHILE_HEARING
-from voicegate.gate.types import DeviceKind
 from voicegate.reasons import Reason
 
 __all__ = ["nats_url"]

@@ -28,8 +28,8 @@ from tests.reliability.cluster import (
     start,
 )
 from tests.reliability.counter import executions as executed
+from voicegate.domain import Status
 from voicegate.gate.receipts import verify_chain
-from voicegate.gate.types import Status
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store

@@ -23,8 +23,8 @@ from fastapi import FastAPI
 from tests.device.kit import SigningDevice, paired_device
 from tests.security.kit import TOKEN, Deaf, Eager
 from voicegate.clock import ManualClock
+from voicegate.domain import PendingSet, Risk
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import PendingSet, Risk
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.server import GatedTools

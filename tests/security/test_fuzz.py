@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from tests.security import audio
 from voicegate.canonical import MAX_DEPTH, args_hash, canonical_json
 from voicegate.device import signing
+from voicegate.domain import Decision, Device, DeviceKind, Stage
 from voicegate.errors import AudioRefused, DeviceRefused, TokenRefused
-from voicegate.gate.types import Decision, Device, DeviceKind, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.secrets import KeyRing
 from voicegate.tokens import PREFIX, TokenCodec

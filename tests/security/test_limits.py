@@ -16,8 +16,8 @@ from tests.security import audio
 from tests.security.kit import Deaf, Eager, Held
 from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
+from voicegate.domain import PendingSet, Risk, Status
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.limits import Intake, RateLimits, retry_after
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing

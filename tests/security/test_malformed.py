@@ -20,8 +20,8 @@ from tests.security import audio
 from tests.security.kit import TOKEN, Eager, World, held, world
 from voicegate.device import signing
 from voicegate.device.openapi import AUDIO_TYPES
+from voicegate.domain import PendingSet, Risk, Status
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import PendingSet, Risk, Status
 from voicegate.reasons import Reason
 from voicegate.voice import audio as decoder
 from voicegate.web.app import MAX_MCP_BYTES

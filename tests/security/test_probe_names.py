@@ -18,8 +18,8 @@ from tests.security.probe import served
 from voicegate.cli import main
 from voicegate.cli import receipts as receipts_cli
 from voicegate.device.pairing import device_name, start_pairing
+from voicegate.domain import Device, DeviceKind
 from voicegate.errors import DeviceRefused
-from voicegate.gate.types import Device, DeviceKind
 from voicegate.reasons import Reason
 from voicegate.settings import KEYS_ENV
 from voicegate.store import open_store

@@ -28,8 +28,8 @@ from voicegate.device.openapi import AUDIO_TYPES
 from voicegate.device.pairing import start_pairing
 from voicegate.device.routes import device_router
 from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
+from voicegate.domain import DeviceKind, PendingSet, Risk
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import DeviceKind, PendingSet, Risk
 from voicegate.limits import RateLimits
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy

@@ -9,15 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from voicegate.gate.receipts import (
-    LEGACY,
-    ChainHead,
-    ProblemKind,
-    seal,
-    verify_chain,
-    verify_heads,
-)
-from voicegate.gate.types import (
+from voicegate.domain import (
     Action,
     Check,
     Device,
@@ -33,6 +25,14 @@ from voicegate.gate.types import (
     Status,
     StoredFingerprint,
     StoredTemplate,
+)
+from voicegate.gate.receipts import (
+    LEGACY,
+    ChainHead,
+    ProblemKind,
+    seal,
+    verify_chain,
+    verify_heads,
 )
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import PostgresStore, SqliteStore, open_store

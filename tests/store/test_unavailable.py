@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import PG_DSN
 from tests.store.conftest import with_schema
 from tests.store.test_contract import RECEIPT_KEYS, device, pending, receipt_maker
+from voicegate.domain import DeviceKind, PairingCode, Status, StoredFingerprint
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.gate.types import DeviceKind, PairingCode, Status, StoredFingerprint
 from voicegate.store import MemoryStore, PostgresStore, SqliteStore, open_store
 from voicegate.store.base import Store
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES, ROOT, require
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
 from voicegate.voice import models

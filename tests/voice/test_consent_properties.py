@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicegate.gate.types import Stage
+from voicegate.domain import Stage
 from voicegate.reasons import Kind
 from voicegate.voice.consent import decide
 from voicegate.voice.lexicon import LANGS, SLOT_NUMBER, SLOT_ORDINAL, load, vocabulary

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice.consent import decide, readings
 from voicegate.voice.hypotheses import reading_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voicegate.gate.types import Decision
+from voicegate.domain import Decision
 from voicegate.reasons import Kind
 from voicegate.store import open_store
 from voicegate.voice import enrolment, templates

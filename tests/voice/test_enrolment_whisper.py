@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.store import open_store
 from voicegate.store.base import Store

@@ -16,8 +16,8 @@ from scipy.signal import resample_poly
 
 from tests.conftest import require
 from voicegate.clock import ManualClock
+from voicegate.domain import StoredFingerprint
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import StoredFingerprint
 from voicegate.reasons import Reason
 from voicegate.voice import rescaled
 from voicegate.voice.audio import Clip, decode, from_samples

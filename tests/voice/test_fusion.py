@@ -25,7 +25,7 @@ from tests.voice.test_decision import (
     reading,
     refuse,
 )
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration
 from voicegate.voice.decision import (

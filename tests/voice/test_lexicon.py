@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from voicegate.domain import Stage
 from voicegate.errors import ConfigError
-from voicegate.gate.types import Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import consent
 from voicegate.voice.consent import decide

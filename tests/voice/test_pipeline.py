@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from voicegate.domain import Decision, Stage
 from voicegate.errors import ModelError
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
 from voicegate.voice import calibration, consent, templates

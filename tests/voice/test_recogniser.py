@@ -20,7 +20,7 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import FIXTURES, require
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import models
 from voicegate.voice.audio import decode

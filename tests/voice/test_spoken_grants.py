@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.voice.test_consent_properties import NEGATORS, WORDS, separators
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model
 from voicegate.voice.consent import decide, grant_of

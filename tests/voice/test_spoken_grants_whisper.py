@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import FIXTURES, require
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import models
 from voicegate.voice.audio import decode

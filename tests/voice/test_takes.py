@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.voice.test_pipeline import heard, speech
+from voicegate.domain import Stage
 from voicegate.errors import Throttled
-from voicegate.gate.types import Stage
 from voicegate.reasons import Reason
 from voicegate.voice import audio
 from voicegate.voice.pipeline import VoicePipeline

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voicegate.gate.types import Decision
+from voicegate.domain import Decision
 from voicegate.reasons import Kind
 from voicegate.voice import audio, templates
 from voicegate.voice.templates import Template

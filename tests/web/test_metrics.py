@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.security import audio
 from tests.security.kit import World, held, world
 from tests.security.test_malformed import session, tool_result
+from voicegate.domain import Risk
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import Risk
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec

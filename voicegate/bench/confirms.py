@@ -18,10 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from pathlib import Path
 from typing import Any
 
-from voicegate.errors import MissingExtra, StoreUnavailable
-from voicegate.extras import need
-from voicegate.gate.core import ActionRequest, Gate, Outcome
-from voicegate.gate.types import (
+from voicegate.domain import (
     Decision,
     Device,
     DeviceKind,
@@ -31,6 +28,9 @@ from voicegate.gate.types import (
     PendingSet,
     Risk,
 )
+from voicegate.errors import MissingExtra, StoreUnavailable
+from voicegate.extras import need
+from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store

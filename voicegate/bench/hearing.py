@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from voicegate.bench.measure import Options, median, ms
 from voicegate.bench.voice_app import CARDS, one_second_clip
-from voicegate.gate.types import Stage
+from voicegate.domain import Stage
 from voicegate.voice.decision import UNCALIBRATED
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import Hearing, Samples, Utterance

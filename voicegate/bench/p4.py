@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from voicegate.bench.measure import Options, median, ms
+from voicegate.domain import StoredFingerprint
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import StoredFingerprint
 from voicegate.store import open_store
 from voicegate.voice.audio import SAMPLE_RATE, Clip, decode, from_samples
 from voicegate.voice.fingerprint import ReplayGuard, features

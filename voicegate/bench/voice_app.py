@@ -18,10 +18,10 @@ from typing import Any, cast
 
 import soundfile
 
+from voicegate.domain import PendingSet, Risk, Stage
 from voicegate.eval.harness import PairedDevice
 from voicegate.eval.local import UNPAIRED, Harness, in_process
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.types import PendingSet, Risk, Stage
 from voicegate.store.base import Store
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance

@@ -27,8 +27,8 @@ from typing import TypeVar
 from voicegate.cli.arguments import DB_ENV, DEFAULT_DB, add_db, user_name
 from voicegate.clock import iso_utc
 from voicegate.device.pairing import CODE_TTL, start_pairing
+from voicegate.domain import DeviceKind
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.gate.types import DeviceKind
 from voicegate.reasons import Reason
 from voicegate.settings import DEFAULT_PORT, KEYS_ENV, keys_for
 from voicegate.store.base import Store
@@ -358,8 +358,8 @@ def run_cards(args: argparse.Namespace) -> int:
         return 0
 
     async def listing(store: Store) -> list[str]:
+        from voicegate.domain import Status
         from voicegate.gate import card
-        from voicegate.gate.types import Status
 
         now = time.time()
         waiting = await store.pending.list_by_status(Status.WAITING.value)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from voicegate.clock import iso_utc
+from voicegate.domain import to_dict
 from voicegate.errors import VoicegateError
 from voicegate.gate import audit
 from voicegate.gate.receipts import ChainProblem, heads_to_dict
-from voicegate.gate.types import to_dict
 from voicegate.text import counted, printable
 
 UNUSABLE = 2

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from voicegate.cli.arguments import port_number, user_name
+from voicegate.domain import DeviceKind
 from voicegate.errors import ConfigError, ModelError, StoreUnavailable
 from voicegate.gate.grant_rules import (
     DEFAULT_MAX_MINUTES,
@@ -29,7 +30,6 @@ from voicegate.gate.grant_rules import (
     GrantRules,
     parse_free,
 )
-from voicegate.gate.types import DeviceKind
 from voicegate.hearing.remote import DEADLINE as HEARING_DEADLINE
 from voicegate.limits import BODY_TIMEOUT
 from voicegate.mcp.notes import build_notes_server

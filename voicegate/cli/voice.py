@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from voicegate.cli.arguments import add_db, user_name
+from voicegate.domain import Stage
 from voicegate.errors import ConfigError, ModelError, StoreUnavailable
 from voicegate.gate.proposals import MAX_CARDS
-from voicegate.gate.types import Stage
 from voicegate.text import printable
 from voicegate.voice import models
 

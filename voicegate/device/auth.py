@@ -10,8 +10,8 @@ from fastapi.security import APIKeyHeader
 
 from voicegate.device import signing
 from voicegate.device.edge import limited_route
+from voicegate.domain import Device
 from voicegate.errors import DeviceRefused
-from voicegate.gate.types import Device
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

@@ -27,8 +27,8 @@ from voicegate import limits
 from voicegate.device.auth import device_dependency
 from voicegate.device.edge import limited_route
 from voicegate.device.openapi import AUDIO_TYPES, SIGNED, SIGNED_HEADERS
+from voicegate.domain import Device, DeviceKind, StoredTemplate
 from voicegate.errors import DeviceRefused, Refused
-from voicegate.gate.types import Device, DeviceKind, StoredTemplate
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from voicegate.device.auth import signed_json_router
 from voicegate.device.models import GrantOut
 from voicegate.device.openapi import SIGNED
+from voicegate.domain import Device
 from voicegate.errors import Refused
-from voicegate.gate.types import Device
 from voicegate.reasons import Reason
 from voicegate.services import Services
 from voicegate.text import storable

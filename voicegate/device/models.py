@@ -6,9 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voicegate.gate import card, grant_rules
-from voicegate.gate.core import Outcome
-from voicegate.gate.types import (
+from voicegate.domain import (
     Action,
     Device,
     Grant,
@@ -18,6 +16,8 @@ from voicegate.gate.types import (
     Status,
     to_dict,
 )
+from voicegate.gate import card, grant_rules
+from voicegate.gate.core import Outcome
 from voicegate.reasons import NEXT_STEP, PASSKEY_STEP, SECOND_YES, YES_NO_NEXT_STEP, Kind, Reason
 from voicegate.text import storable
 

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from voicegate.device.signing import ALGORITHM, normalise_public_key
+from voicegate.domain import Device, DeviceKind, PairingCode
 from voicegate.errors import DeviceRefused
 from voicegate.gate.card import escape
-from voicegate.gate.types import Device, DeviceKind, PairingCode
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store.base import Store

@@ -28,8 +28,8 @@ from voicegate.device.models import AnswerOut, _In
 from voicegate.device.openapi import SIGNED
 from voicegate.device.pairing import device_name
 from voicegate.device.routes import answer_response, new_evidence, not_anothers
+from voicegate.domain import Decision, Device, InputKind, Modality, Passkey, PasskeyAssertion
 from voicegate.errors import Refused
-from voicegate.gate.types import Decision, Device, InputKind, Modality, Passkey, PasskeyAssertion
 from voicegate.passkey import (
     ALGORITHMS,
     TIMEOUT_MS,

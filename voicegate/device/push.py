@@ -21,8 +21,8 @@ from fastapi import APIRouter
 from voicegate.device.auth import signed_json_router
 from voicegate.device.models import PushIn, PushOut
 from voicegate.device.openapi import REFUSALS, SIGNED
+from voicegate.domain import Device, PushSubscription
 from voicegate.errors import Refused
-from voicegate.gate.types import Device, PushSubscription
 from voicegate.reasons import Reason
 from voicegate.services import Services
 

@@ -40,11 +40,7 @@ from voicegate.device.models import (
 from voicegate.device.openapi import REFUSALS, SIGNED, VOICE_BODY, voice_description
 from voicegate.device.pairing import complete_pairing
 from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
-from voicegate.errors import DeviceRefused, Refused
-from voicegate.gate import grant_rules
-from voicegate.gate.checks import passkey_challenge
-from voicegate.gate.core import MAX_CARDS, Outcome
-from voicegate.gate.types import (
+from voicegate.domain import (
     Decision,
     Device,
     DeviceKind,
@@ -57,6 +53,10 @@ from voicegate.gate.types import (
     Stage,
     Status,
 )
+from voicegate.errors import DeviceRefused, Refused
+from voicegate.gate import grant_rules
+from voicegate.gate.checks import passkey_challenge
+from voicegate.gate.core import MAX_CARDS, Outcome
 from voicegate.passkey import TIMEOUT_MS, b64url
 from voicegate.reasons import YES_BY_TAP, Kind, Reason
 from voicegate.services import Services

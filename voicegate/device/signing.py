@@ -42,8 +42,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
+from voicegate.domain import Device
 from voicegate.errors import DeviceRefused
-from voicegate.gate.types import Device
 from voicegate.reasons import Reason
 
 ALGORITHM = "ES256"

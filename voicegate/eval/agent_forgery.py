@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
+from voicegate.domain import DeviceKind
 from voicegate.errors import DeviceRefused, TokenRefused
 from voicegate.eval.agent_actors import Call, Phone
 from voicegate.eval.agent_rig import (
@@ -35,7 +36,6 @@ from voicegate.eval.agent_rig import (
     forge_token,
     token_kid,
 )
-from voicegate.gate.types import DeviceKind
 from voicegate.mcp.token_mode import TOKEN_ARG, plan_hash
 
 FAMILY = "forged"

@@ -45,9 +45,9 @@ from mcp.types import (
 from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
 from voicegate.device.pairing import start_pairing
+from voicegate.domain import DeviceKind
 from voicegate.eval.agent_actors import Agent, Call, Phone, User
 from voicegate.gate.quota import ProposalLimits
-from voicegate.gate.types import DeviceKind
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.token_mode import plan_hash

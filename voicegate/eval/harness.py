@@ -24,10 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from voicegate.device import signing
 from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
+from voicegate.domain import DeviceKind, Risk, Stage, Status
 from voicegate.errors import ConfigError
 from voicegate.eval import report
 from voicegate.eval.manifest import Case
-from voicegate.gate.types import DeviceKind, Risk, Stage, Status
 
 if TYPE_CHECKING:
     from voicegate.gate.core import Gate

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from voicegate.domain import Decision, Stage
 from voicegate.errors import VoicegateError
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind
 
 LANGS = ("en", "hi-Latn", "hi-Deva", "none")

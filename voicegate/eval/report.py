@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicegate.domain import Stage
 from voicegate.eval.manifest import Case
 from voicegate.extras import need
-from voicegate.gate.types import Stage
 from voicegate.reasons import Kind, Reason
 
 KINDS = tuple(k.value for k in Kind)

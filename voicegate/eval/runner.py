@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from voicegate.domain import Stage
 from voicegate.eval import enrol, report
 from voicegate.eval.harness import CONTENT_TYPES, BaseHarness
 from voicegate.eval.manifest import Case
 from voicegate.extras import need
-from voicegate.gate.types import Stage
 from voicegate.reasons import Kind, Reason
 
 

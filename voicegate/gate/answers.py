@@ -17,13 +17,13 @@ import dataclasses
 import logging
 import secrets
 
+from voicegate.domain import Evidence, FirstYes, PendingSet, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate import grants
 from voicegate.gate.checks import EVIDENCE_MAX_AGE, Checklist, check_answer, check_set
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import extend
 from voicegate.gate.release import KEY_HOLD, release, spend_key
-from voicegate.gate.types import Evidence, FirstYes, PendingSet, Risk, Stage, Status
 from voicegate.gate.wiring import Wiring
 from voicegate.passkey import passkey_id
 from voicegate.reasons import Kind, Reason

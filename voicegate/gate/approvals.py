@@ -11,6 +11,7 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 
+from voicegate.domain import Check, GrantUse, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.backlog import Job
 from voicegate.gate.drafts import draft
@@ -24,7 +25,6 @@ from voicegate.gate.release import (
     write_outcome,
 )
 from voicegate.gate.settlement import settle
-from voicegate.gate.types import Check, GrantUse, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 

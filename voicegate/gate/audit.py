@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from voicegate.domain import Receipt, Status
 from voicegate.errors import VoicegateError
 from voicegate.gate.receipts import (
     ChainProblem,
@@ -23,7 +24,6 @@ from voicegate.gate.receipts import (
     verify_chain,
     verify_heads,
 )
-from voicegate.gate.types import Receipt, Status
 from voicegate.secrets import KeyRing
 from voicegate.settings import key_file, keys_from_env
 from voicegate.store import MemoryStore, SqliteStore, store_for

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from voicegate.domain import PendingSet
 from voicegate.errors import StoreUnavailable
-from voicegate.gate.types import PendingSet
 
 logger = logging.getLogger(__name__)
 

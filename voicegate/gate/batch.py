@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from voicegate.domain import Evidence, Risk
 from voicegate.errors import Refused
 from voicegate.gate.answers import answer
 from voicegate.gate.outcome import Outcome
-from voicegate.gate.types import Evidence, Risk
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 from voicegate import passkey
 from voicegate.canonical import args_hash
-from voicegate.errors import Refused
-from voicegate.gate import card
-from voicegate.gate.types import (
+from voicegate.domain import (
     Action,
     Check,
     Decision,
@@ -32,6 +30,8 @@ from voicegate.gate.types import (
     Stage,
     Status,
 )
+from voicegate.errors import Refused
+from voicegate.gate import card
 from voicegate.reasons import Kind, Reason
 
 CHECK_NAMES: tuple[str, ...] = (

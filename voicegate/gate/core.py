@@ -20,15 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from voicegate.gate import answers, approvals, batch, faults, proposals, quota, settlement
-from voicegate.gate import grants as granting
-from voicegate.gate.backlog import RETRY_DELAYS, Backlog
-from voicegate.gate.drafts import UNRECORDED
-from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.outcome import Outcome
-from voicegate.gate.proposals import MAX_CARDS, ActionRequest
-from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.types import (
+from voicegate.domain import (
     Check,
     Evidence,
     Grant,
@@ -37,6 +29,14 @@ from voicegate.gate.types import (
     Receipt,
     Risk,
 )
+from voicegate.gate import answers, approvals, batch, faults, proposals, quota, settlement
+from voicegate.gate import grants as granting
+from voicegate.gate.backlog import RETRY_DELAYS, Backlog
+from voicegate.gate.drafts import UNRECORDED
+from voicegate.gate.grant_rules import GrantRules
+from voicegate.gate.outcome import Outcome
+from voicegate.gate.proposals import MAX_CARDS, ActionRequest
+from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
 from voicegate.gate.wiring import Executor
 from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason

@@ -11,8 +11,7 @@ import secrets
 from typing import Any
 
 from voicegate.canonical import MAX_DEPTH, canonical_json
-from voicegate.gate import card
-from voicegate.gate.types import (
+from voicegate.domain import (
     Check,
     Choice,
     Evidence,
@@ -24,6 +23,7 @@ from voicegate.gate.types import (
     RunOutcome,
     Status,
 )
+from voicegate.gate import card
 
 UNRECORDED = (
     "ran once; the store was unreachable, so this outcome is not recorded yet; it will be "

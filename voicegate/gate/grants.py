@@ -22,11 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from voicegate.canonical import args_hash
-from voicegate.gate.approvals import run_confirmed
-from voicegate.gate.faults import GRANT_SPENT
-from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.proposals import ActionRequest
-from voicegate.gate.types import (
+from voicegate.domain import (
     Check,
     Evidence,
     Grant,
@@ -38,6 +34,10 @@ from voicegate.gate.types import (
     Risk,
     Stage,
 )
+from voicegate.gate.approvals import run_confirmed
+from voicegate.gate.faults import GRANT_SPENT
+from voicegate.gate.grant_rules import GrantRules
+from voicegate.gate.proposals import ActionRequest
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from voicegate.gate.types import (
+from voicegate.domain import (
     Check,
     Decision,
     Evidence,

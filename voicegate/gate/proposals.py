@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from voicegate.canonical import args_hash
+from voicegate.domain import Action, PendingSet, Risk, Stage, Status
 from voicegate.errors import Refused
 from voicegate.gate import card, quota
-from voicegate.gate.types import Action, PendingSet, Risk, Stage, Status
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 from voicegate.store.base import Store

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from voicegate.canonical import canonical_json
-from voicegate.gate.types import Receipt
+from voicegate.domain import Receipt
 from voicegate.secrets import KeyRing
 
 GENESIS = ""

@@ -15,14 +15,7 @@ import logging
 import secrets
 from typing import Any
 
-from voicegate.errors import StoreUnavailable
-from voicegate.gate.backlog import Job
-from voicegate.gate.checks import Checklist
-from voicegate.gate.drafts import draft, recordable, recorded, unrecorded
-from voicegate.gate.outcome import Outcome, refused
-from voicegate.gate.proposals import SWAP_ATTEMPTS
-from voicegate.gate.receipts import seal
-from voicegate.gate.types import (
+from voicegate.domain import (
     Action,
     Evidence,
     GrantMade,
@@ -32,6 +25,13 @@ from voicegate.gate.types import (
     RunOutcome,
     Status,
 )
+from voicegate.errors import StoreUnavailable
+from voicegate.gate.backlog import Job
+from voicegate.gate.checks import Checklist
+from voicegate.gate.drafts import draft, recordable, recorded, unrecorded
+from voicegate.gate.outcome import Outcome, refused
+from voicegate.gate.proposals import SWAP_ATTEMPTS
+from voicegate.gate.receipts import seal
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
 

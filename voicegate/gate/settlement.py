@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from voicegate.domain import PendingSet, Receipt, RunOutcome, Status
 from voicegate.gate.drafts import draft, new_receipt_id, recorded
 from voicegate.gate.release import KEY_HOLD, append, spend_key
-from voicegate.gate.types import PendingSet, Receipt, RunOutcome, Status
 from voicegate.gate.wiring import Wiring
 
 NEVER_RAN = (

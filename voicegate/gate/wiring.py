@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from voicegate.domain import HighRiskStep, Risk
 from voicegate.gate.backlog import Backlog
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.quota import ProposalLimits
-from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing

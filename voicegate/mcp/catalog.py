@@ -13,8 +13,8 @@ from typing import Any
 
 from mcp.types import CallToolResult, Tool
 
+from voicegate.domain import HighRiskStep, Risk
 from voicegate.errors import ConfigError, Refused, VoicegateError
-from voicegate.gate.types import HighRiskStep, Risk
 from voicegate.mcp import input_schema
 from voicegate.mcp.policy import (
     OWN_TOOLS,

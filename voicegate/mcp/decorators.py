@@ -21,10 +21,10 @@ from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
+from voicegate.domain import PendingSet, Risk
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.types import PendingSet, Risk
 from voicegate.mcp import choices, replies
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing

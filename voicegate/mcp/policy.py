@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from voicegate.domain import HighRiskStep, Risk
 from voicegate.errors import ConfigError
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.types import HighRiskStep, Risk
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
 OWN_TOOLS = frozenset({"pending_status", "withdraw", "list_pending", "choose_one"})

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from voicegate.domain import PendingSet, Receipt, RunOutcome, Status
 from voicegate.gate import card
-from voicegate.gate.types import PendingSet, Receipt, RunOutcome, Status
 from voicegate.reasons import NEXT_STEP, Reason
 
 __all__ = [

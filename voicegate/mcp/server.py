@@ -41,9 +41,9 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from voicegate.canonical import TOOL_NAME_CHARS, arguments_json
+from voicegate.domain import Grant, PendingSet, Receipt, Risk, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import Grant, PendingSet, Receipt, Risk, Status
 from voicegate.mcp import choices, replies, token_mode, tool_list
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import OWN_TOOLS, Classification, Mode

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from voicegate.canonical import args_hash
+from voicegate.domain import Check, Receipt, Risk
 from voicegate.errors import Refused, StoreUnavailable, TokenRefused
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.types import Check, Receipt, Risk
 from voicegate.reasons import Reason
 from voicegate.tokens import TokenCodec
 

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from voicegate.gate.types import PendingSet, Status
+from voicegate.domain import PendingSet, Status
 from voicegate.notify.notice import Event, Notice, Notifier, notice_of
 from voicegate.store.base import Store
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from voicegate.domain import PendingSet, Risk, Stage
 from voicegate.gate import card
-from voicegate.gate.types import PendingSet, Risk, Stage
 
 __all__ = ["Event", "Notice", "Notifier", "notice_of", "tappable"]
 

@@ -18,7 +18,7 @@ import httpx
 from py_vapid import Vapid
 from pywebpush import WebPusher
 
-from voicegate.gate.types import PushSubscription
+from voicegate.domain import PushSubscription
 from voicegate.notify.notice import Event, Notice
 from voicegate.notify.vapid import private_key
 from voicegate.secrets import Secret

@@ -15,8 +15,7 @@ import builtins
 from collections.abc import Callable
 from typing import Protocol
 
-from voicegate.gate.receipts import Heads
-from voicegate.gate.types import (
+from voicegate.domain import (
     Device,
     Grant,
     PairingCode,
@@ -27,6 +26,7 @@ from voicegate.gate.types import (
     StoredFingerprint,
     StoredTemplate,
 )
+from voicegate.gate.receipts import Heads
 from voicegate.secrets import KeyRing
 
 

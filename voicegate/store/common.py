@@ -1,21 +1,38 @@
 """What every backend shares: the stored text of sets and receipts, and checks on arguments.
 
 Every backend stores these two as the JSON of ``to_dict``, so a set written by one replica, or by
-the in-memory store in a test, reads back exactly as any other backend would return it.
+the in-memory store in a test, reads back exactly as any other backend would return it; the
+``*_from_dict`` converters turn that JSON back into the domain's values.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
 
-from voicegate.gate.types import (
+from voicegate.domain import (
+    Action,
+    Check,
+    Choice,
+    Device,
+    DeviceKind,
+    FirstYes,
+    GrantMade,
+    GrantUse,
+    InputKind,
+    Modality,
+    PasskeyProof,
     PendingSet,
     Receipt,
-    pending_from_dict,
-    receipt_from_dict,
+    Risk,
+    Stage,
+    Status,
     to_dict,
 )
+from voicegate.reasons import Reason
 
 
 def dump(value: PendingSet | Receipt) -> str:
@@ -59,3 +76,82 @@ def window_start(now: float, window: float) -> float:
     if window <= 0:
         raise ValueError("window must be positive")
     return math.floor(now / window) * window
+
+
+def action_from_dict(data: Mapping[str, Any]) -> Action:
+    return Action(
+        tool=data["tool"],
+        arguments=dict(data["arguments"]),
+        args_hash=data["args_hash"],
+        card_text=data["card_text"],
+        target=data.get("target", ""),
+    )
+
+
+def pending_from_dict(data: Mapping[str, Any]) -> PendingSet:
+    return PendingSet(
+        **{
+            **data,
+            "actions": tuple(action_from_dict(a) for a in data["actions"]),
+            "risk": Risk(data["risk"]),
+            "stage": Stage(data["stage"]),
+            "status": Status(data["status"]),
+            "first_yes": first_yes_from_dict(data.get("first_yes")),
+            "second_yes": first_yes_from_dict(data.get("second_yes")),
+        }
+    )
+
+
+def first_yes_from_dict(data: Mapping[str, Any] | None) -> FirstYes | None:
+    if data is None:
+        return None
+    return FirstYes(
+        **{
+            **data,
+            "modality": Modality(data["modality"]),
+            "input": InputKind(data["input"]),
+            "checks": tuple(check_from_dict(c) for c in data.get("checks", ())),
+        }
+    )
+
+
+def check_from_dict(data: Mapping[str, Any]) -> Check:
+    reason = data.get("reason")
+    return Check(data["name"], bool(data["passed"]), Reason(reason) if reason else None)
+
+
+def receipt_from_dict(data: Mapping[str, Any]) -> Receipt:
+    def opt(enum: type[StrEnum], value: Any) -> Any:
+        return enum(value) if value is not None else None
+
+    return Receipt(
+        **{
+            **data,
+            "checks": tuple(check_from_dict(c) for c in data.get("checks", ())),
+            "risk": Risk(data["risk"]),
+            "modality": opt(Modality, data.get("modality")),
+            "input": opt(InputKind, data.get("input")),
+            "first_yes": first_yes_from_dict(data.get("first_yes")),
+            "second_yes": first_yes_from_dict(data.get("second_yes")),
+            "choice": choice_from_dict(data.get("choice")),
+            "passkey": PasskeyProof(**data["passkey"]) if data.get("passkey") else None,
+            "grant": GrantUse(**data["grant"]) if data.get("grant") else None,
+            "granted": granted_from_dict(data.get("granted")),
+        }
+    )
+
+
+def granted_from_dict(data: Mapping[str, Any] | None) -> GrantMade | None:
+    if data is None:
+        return None
+    return GrantMade(**{**data, "fixed": tuple(data["fixed"]), "free": tuple(data["free"])})
+
+
+def choice_from_dict(data: Mapping[str, Any] | None) -> Choice | None:
+    if data is None:
+        return None
+    return Choice(str(data["question"]), tuple(data["options"]), int(data["chosen"]))
+
+
+def device_from_dict(data: Mapping[str, Any]) -> Device:
+    return Device(**{**data, "kind": DeviceKind(data["kind"])})

@@ -12,9 +12,7 @@ import dataclasses
 import threading
 from collections.abc import Callable
 
-from voicegate.errors import StoreUnavailable
-from voicegate.gate.receipts import ChainHead, Heads, Roster, sign_head, sign_roster
-from voicegate.gate.types import (
+from voicegate.domain import (
     OPEN_STATUSES,
     Device,
     Grant,
@@ -27,6 +25,8 @@ from voicegate.gate.types import (
     StoredFingerprint,
     StoredTemplate,
 )
+from voicegate.errors import StoreUnavailable
+from voicegate.gate.receipts import ChainHead, Heads, Roster, sign_head, sign_roster
 from voicegate.passkey import counter_ok
 from voicegate.secrets import KeyRing
 from voicegate.store import common

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 
-from voicegate.gate.types import (
+from voicegate.domain import (
     OPEN_STATUSES,
     Device,
     DeviceKind,
@@ -20,7 +20,6 @@ from voicegate.gate.types import (
     PendingSet,
     Status,
     StoredFingerprint,
-    device_from_dict,
 )
 from voicegate.store import common
 from voicegate.store.base import (
@@ -314,4 +313,4 @@ def _optional_float(value: float | None) -> float | None:
 
 def _device(row: Row) -> Device:
     names = ("id", "user", "kind", "public_key", "algorithm", "created_at", "name", "revoked_at")
-    return device_from_dict(dict(zip(names, row, strict=True)))
+    return common.device_from_dict(dict(zip(names, row, strict=True)))

@@ -6,7 +6,7 @@ import builtins
 import json
 from typing import TYPE_CHECKING, Any
 
-from voicegate.gate.types import Grant
+from voicegate.domain import Grant
 
 if TYPE_CHECKING:
     from voicegate.store.sql_runner import Runner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any
 
-from voicegate.gate.types import Passkey
+from voicegate.domain import Passkey
 
 if TYPE_CHECKING:
     from voicegate.store.sql_runner import Runner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
-from voicegate.gate.types import PushSubscription
+from voicegate.domain import PushSubscription
 
 if TYPE_CHECKING:
     from voicegate.store.sql_runner import Runner

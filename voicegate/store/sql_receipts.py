@@ -10,8 +10,8 @@ import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from voicegate.domain import Receipt
 from voicegate.gate.receipts import LEGACY, ChainHead, Heads, Roster, sign_head, sign_roster
-from voicegate.gate.types import Receipt
 from voicegate.secrets import KeyRing
 from voicegate.store import common
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
-from voicegate.gate.types import StoredTemplate
+from voicegate.domain import StoredTemplate
 
 if TYPE_CHECKING:
     from voicegate.store.sql_runner import Runner

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 
 Matrix = npt.NDArray[np.float32]

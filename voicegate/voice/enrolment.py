@@ -15,7 +15,7 @@ import asyncio
 import uuid
 from collections import Counter
 
-from voicegate.gate.types import Decision, Stage, StoredTemplate
+from voicegate.domain import Decision, Stage, StoredTemplate
 from voicegate.reasons import Kind
 from voicegate.store.base import TemplateStore
 from voicegate.voice import templates

@@ -50,8 +50,8 @@ import numpy.typing as npt
 from scipy.ndimage import uniform_filter1d
 from scipy.signal import butter, resample_poly, sosfilt
 
+from voicegate.domain import StoredFingerprint
 from voicegate.errors import AudioRefused
-from voicegate.gate.types import StoredFingerprint
 from voicegate.reasons import Reason
 from voicegate.store.base import FingerprintStore
 from voicegate.voice import rescaled

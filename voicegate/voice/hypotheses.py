@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from voicegate.gate.types import Decision, Stage
+from voicegate.domain import Decision, Stage
 from voicegate.voice import consent, decision
 from voicegate.voice.normalise import QUESTION_MARK
 from voicegate.voice.transcribe import Hearing

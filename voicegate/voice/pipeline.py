@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused, HearingUnavailable, Refused, Throttled
-from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, enrolment, templates

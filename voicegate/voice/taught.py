@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from voicegate.gate.types import Decision
+from voicegate.domain import Decision
 
 __all__ = ["Taught", "fused_probability", "fusion_evidence"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from voicegate.gate.types import Decision
+from voicegate.domain import Decision
 
 RATE = 16_000  # the clips of voicegate.voice.audio
 FRAME = 400  # 25 ms analysis window, the usual speech frame
