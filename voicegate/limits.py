@@ -1,46 +1,41 @@
-"""Load limits: answers per device and per user, voice uploads in flight, and body sizes.
+"""Budgets: answers per device and per user, pairing attempts per address and in all, and the
+time a device request's body may take.
 
 Rate limits are fixed-window budgets in the store (``Budgets.take``), so they hold across
 replicas sharing one database: N replicas together never grant more than the limit. The device's
 own budget is taken first; a device already out of budget never spends its user's, so one
-runaway device cannot lock its owner's other devices out.
+runaway device cannot lock its owner's other devices out. The pairing budgets are taken the same
+way, by ``voicegate.device.pairing``, which says why they are what they are.
 
-``Intake`` bounds how many voice uploads one process decides at once; the next is told ``busy``
-with a ``Retry-After`` rather than queued. It is taken only once the whole body has arrived
-(within the edge's body deadline) and its signature checked, so a client that never finishes
-an upload, or signs nothing, cannot hold a place (``device.edge``). Behind it, the voice
-pipeline's own queue batches what was admitted for the recogniser.
-
-``BodyLimit`` puts the same kind of bound in front of an ASGI app that reads whole bodies
-unbounded (the MCP endpoint).
+Voice uploads in flight are bounded by ``voicegate.device.intake``; the body of the MCP endpoint
+by ``voicegate.web.body_limit``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from voicegate.domain import Device
 from voicegate.errors import Throttled
-from voicegate.reasons import NEXT_STEP, REQUEST_NEXT_STEP, Reason
+from voicegate.reasons import Reason
 from voicegate.store.base import Budgets
 
-__all__ = ["BodyLimit", "Intake", "RateLimits", "retry_after", "take"]
+__all__ = ["PairingLimits", "RateLimits", "retry_after", "take"]
 
 What = Literal["voice", "answer"]
-BUSY_RETRY_AFTER = 1
 # 30 seconds for a device request's whole body: even the largest upload allowed (2 MiB) arrives
 # within it over a 0.6 Mbit/s uplink, and a real answer (a few seconds of Opus, tens of KiB)
 # over far worse. A client that sends headers and then stalls is refused after it.
 BODY_TIMEOUT = 30.0
 # A longer deadline would let each stalled connection sit for minutes.
 MAX_BODY_TIMEOUT = 300.0
+# The pairing budgets (``voicegate.device.pairing`` says why): attempts per source address and
+# in all, in a window of 10 minutes.
+BUDGET_WINDOW = 600.0
+ADDRESS_LIMIT = 5
+GLOBAL_LIMIT = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,89 +79,14 @@ def retry_after(window: float, now: float) -> int:
     return max(1, math.ceil(end - now))
 
 
-class Intake:
-    """At most ``limit`` signed voice uploads decided at once in this process; the next is busy."""
+@dataclass(frozen=True, slots=True)
+class PairingLimits:
+    """How many pairing attempts one address, and all addresses together, get per window."""
 
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("an intake admits at least one upload")
-        self.limit = limit
-        self._held = 0
+    per_address: int = ADDRESS_LIMIT
+    in_all: int = GLOBAL_LIMIT
+    window: float = BUDGET_WINDOW
 
-    @property
-    def depth(self) -> int:
-        """Uploads admitted and not yet answered."""
-        return self._held
-
-    @contextmanager
-    def admit(self) -> Iterator[None]:
-        """Hold one place for the duration of the block; ``Throttled(BUSY)`` when none is free."""
-        # No await between the check and the increment: one event loop admits atomically.
-        if self._held >= self.limit:
-            raise Throttled(Reason.BUSY, BUSY_RETRY_AFTER)
-        self._held += 1
-        try:
-            yield
-        finally:
-            self._held -= 1
-
-
-class BodyLimit:
-    """ASGI wrapper: a POST body over ``limit`` bytes is answered 413 ``too_large`` unread.
-
-    The body is read here, at most ``limit`` bytes far, and handed on whole; the wrapped app
-    (the MCP SDK, which reads bodies without a bound) never sees an oversized one.
-    """
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Buffer a bounded POST body, then call the wrapped app with it."""
-        if scope["type"] != "http" or scope.get("method") != "POST":
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
-            await _too_large(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await _too_large(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() else None
-    return None
-
-
-async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
-    step = REQUEST_NEXT_STEP.get(Reason.TOO_LARGE, NEXT_STEP[Reason.TOO_LARGE])
-    body = {"reason": Reason.TOO_LARGE.value, "next_step": step}
-    await JSONResponse(body, status_code=413)(scope, receive, send)
+    def __post_init__(self) -> None:
+        if min(self.per_address, self.in_all) < 1 or not self.window > 0:
+            raise ValueError("pairing limits must all be positive")

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from voicegate.device.pairing import PairingLimits
 from voicegate.gate.core import Gate
-from voicegate.limits import BODY_TIMEOUT, RateLimits
+from voicegate.limits import BODY_TIMEOUT, PairingLimits, RateLimits
 from voicegate.observe import Events
 from voicegate.store.base import Store
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from voicegate.device.pairing import PairingLimits
 from voicegate.errors import ConfigError
 from voicegate.gate.quota import ProposalLimits
-from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, RateLimits
+from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, PairingLimits, RateLimits
 from voicegate.notify.mail import SmtpServer
 from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing, Secret

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tests.conftest import FIXTURES, ROOT, require
 from tests.device.kit import Executed
-from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
+from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind, HighRiskStep, PendingSet, Risk
 from voicegate.errors import ModelError
 from voicegate.gate.core import ActionRequest, Gate
+from voicegate.limits import BUDGET_WINDOW
 from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing
 from voicegate.services import Services, Settings

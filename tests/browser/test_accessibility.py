@@ -34,10 +34,10 @@ from tests.browser.kit import (
     shot,
 )
 from tests.conftest import ROOT, require
-from voicegate.device.pairing import BUDGET_WINDOW
 from voicegate.domain import Risk
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
+from voicegate.limits import BUDGET_WINDOW
 
 pytestmark = pytest.mark.browser
 

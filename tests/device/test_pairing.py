@@ -10,6 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from voicegate import limits
 from voicegate.clock import ManualClock
 from voicegate.device import pairing, signing
 from voicegate.device.pairing import complete_pairing, start_pairing
@@ -123,9 +124,9 @@ async def test_1000_parallel_guesses_from_one_address_get_five_checks_and_owner_
     reasons = await asyncio.gather(
         *(guess(store, c, GUESSER, clock) for c in wrong_codes(code, 1000))
     )
-    assert counted.checks == pairing.ADDRESS_LIMIT
-    assert reasons.count(Reason.BAD_PAIRING_CODE) == pairing.ADDRESS_LIMIT
-    assert reasons.count(Reason.PAIRING_BUDGET) == 1000 - pairing.ADDRESS_LIMIT
+    assert counted.checks == limits.ADDRESS_LIMIT
+    assert reasons.count(Reason.BAD_PAIRING_CODE) == limits.ADDRESS_LIMIT
+    assert reasons.count(Reason.PAIRING_BUDGET) == 1000 - limits.ADDRESS_LIMIT
     # One guesser never reaches the global budget's last units: the owner pairs at once.
     assert await guess(store, code, OWNER, clock) is None
 
@@ -139,15 +140,15 @@ async def test_1000_parallel_guesses_from_1000_addresses_get_thirty_checks(
         for i, c in enumerate(wrong_codes(code, 1000))
     ]
     reasons = await asyncio.gather(*guesses)
-    assert counted.checks == pairing.GLOBAL_LIMIT
-    assert reasons.count(Reason.PAIRING_BUDGET) == 1000 - pairing.GLOBAL_LIMIT
+    assert counted.checks == limits.GLOBAL_LIMIT
+    assert reasons.count(Reason.PAIRING_BUDGET) == 1000 - limits.GLOBAL_LIMIT
     # The owner is held up only until the window turns over, and a fresh code does not help
     # the guessers: it does not reset the budgets.
     assert await guess(store, code, OWNER, clock) is Reason.PAIRING_BUDGET
     fresh = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     assert await guess(store, wrong_codes(fresh, 1)[0], "10.9.9.9", clock) is Reason.PAIRING_BUDGET
-    assert counted.checks == pairing.GLOBAL_LIMIT
-    clock.advance(pairing.BUDGET_WINDOW)
+    assert counted.checks == limits.GLOBAL_LIMIT
+    clock.advance(limits.BUDGET_WINDOW)
     owners_code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     assert await guess(store, owners_code, OWNER, clock) is None
 
@@ -156,17 +157,17 @@ async def test_new_code_does_not_reset_an_address_budget(
     store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
     code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
-    for c in wrong_codes(code, pairing.ADDRESS_LIMIT):
+    for c in wrong_codes(code, limits.ADDRESS_LIMIT):
         assert await guess(store, c, GUESSER, clock) is Reason.BAD_PAIRING_CODE
     fresh = await start_pairing(store, "asha", keys=KEYS, clock=clock)
     assert await guess(store, fresh, GUESSER, clock) is Reason.PAIRING_BUDGET
-    assert counted.checks == pairing.ADDRESS_LIMIT
+    assert counted.checks == limits.ADDRESS_LIMIT
 
 
 async def test_chosen_pairing_limits_bound_the_checks_in_place_of_the_defaults(
     store: Store, clock: ManualClock, counted: CountingPairings
 ) -> None:
-    tight = pairing.PairingLimits(per_address=2, in_all=3, window=60.0)
+    tight = limits.PairingLimits(per_address=2, in_all=3, window=60.0)
     code = await start_pairing(store, "asha", keys=KEYS, clock=clock)
 
     async def attempt(c: str, address: str) -> Reason | None:
@@ -194,7 +195,7 @@ async def test_chosen_pairing_limits_bound_the_checks_in_place_of_the_defaults(
 def test_pairing_limits_must_be_positive() -> None:
     for bad in ({"per_address": 0}, {"in_all": -1}, {"window": 0.0}):
         with pytest.raises(ValueError):
-            pairing.PairingLimits(**bad)
+            limits.PairingLimits(**bad)
 
 
 def test_ipv6_addresses_share_a_budget_per_64_network() -> None:

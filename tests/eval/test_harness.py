@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from voicegate.clock import ManualClock
-from voicegate.device.pairing import GLOBAL_LIMIT, PairingLimits
 from voicegate.errors import ConfigError
 from voicegate.eval import harness, local
+from voicegate.limits import GLOBAL_LIMIT, PairingLimits
 from voicegate.settings import ServerConfig
 
 WINDOW = 600.0

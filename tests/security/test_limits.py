@@ -15,10 +15,11 @@ from tests.device.kit import Executed, SigningDevice, paired_device
 from tests.security import audio
 from tests.security.kit import Deaf, Eager, Held
 from voicegate.clock import ManualClock
+from voicegate.device.intake import Intake
 from voicegate.device.routes import device_router
 from voicegate.domain import PendingSet, Risk, Status
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.limits import Intake, RateLimits, retry_after
+from voicegate.limits import RateLimits, retry_after
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.services import Services, Settings

@@ -13,9 +13,9 @@ import pytest
 from tests.device.kit import SigningDevice
 from tests.mcp.test_cli_serve import serve_args
 from tests.security.probe import PATIENCE, Probe, served
-from voicegate.device.pairing import ADDRESS_LIMIT, start_pairing
+from voicegate.device.pairing import start_pairing
 from voicegate.errors import ConfigError
-from voicegate.limits import BODY_TIMEOUT
+from voicegate.limits import ADDRESS_LIMIT, BODY_TIMEOUT
 from voicegate.reasons import Reason
 from voicegate.settings import ServerConfig, trusted_proxies_from
 

@@ -22,9 +22,9 @@ The numbers, and why:
 - Codes are hashed under the newest key only: a code made before a key rotation stops working,
   and the operator makes a new one.
 
-The budgets are ``PairingLimits``, these numbers by default. ``voicegate serve`` has no flag to
-change them; only an app built in code (the in-process eval and benchmarks, which pair a
-hundred phones in a minute) may lift them, as it lifts the answer budgets.
+The budgets are ``voicegate.limits.PairingLimits``, these numbers by default. ``voicegate serve``
+has no flag to change them; only an app built in code (the in-process eval and benchmarks, which
+pair a hundred phones in a minute) may lift them, as it lifts the answer budgets.
 """
 
 from __future__ import annotations
@@ -36,22 +36,19 @@ import ipaddress
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from voicegate.device.signing import ALGORITHM, normalise_public_key
 from voicegate.domain import Device, DeviceKind, PairingCode
 from voicegate.errors import DeviceRefused
 from voicegate.gate.card import escape
+from voicegate.limits import PairingLimits
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store.base import Store
 
 CODE_DIGITS = 8
 CODE_TTL = 600.0
-BUDGET_WINDOW = 600.0
-ADDRESS_LIMIT = 5
-GLOBAL_LIMIT = 30
 MAX_NAME = 80
 # scrypt at n=2^14, r=8 costs about 16 MiB and 50 ms: nothing for one attempt that has already
 # passed the budgets, but hours for an offline search of all 10^8 codes.
@@ -59,9 +56,9 @@ SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 SALT = b"voicegate-pairing-code-v1"
 # Domain separation: the pairing key is never the key that signs receipts and tokens.
 KEY_LABEL = b"voicegate pairing code key v1"
+DEFAULT_LIMITS = PairingLimits()
 
 __all__ = [
-    "PairingLimits",
     "complete_pairing",
     "device_name",
     "hash_code",
@@ -69,19 +66,6 @@ __all__ = [
     "pairing_key",
     "start_pairing",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class PairingLimits:
-    """How many pairing attempts one address, and all addresses together, get per window."""
-
-    per_address: int = ADDRESS_LIMIT
-    in_all: int = GLOBAL_LIMIT
-    window: float = BUDGET_WINDOW
-
-    def __post_init__(self) -> None:
-        if min(self.per_address, self.in_all) < 1 or not self.window > 0:
-            raise ValueError("pairing limits must all be positive")
 
 
 def normalise_code(code: str) -> str:
@@ -130,7 +114,7 @@ async def complete_pairing(
     keys: KeyRing,
     name: str = "",
     clock: Callable[[], float] = time.time,
-    limits: PairingLimits = PairingLimits(),
+    limits: PairingLimits = DEFAULT_LIMITS,
 ) -> Device:
     """Redeem ``code`` for a new device holding ``public_key``; budgets are taken first."""
     now = clock()

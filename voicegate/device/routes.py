@@ -22,6 +22,7 @@ from starlette.datastructures import UploadFile
 from voicegate import limits
 from voicegate.device.auth import device_dependency
 from voicegate.device.edge import TIME_HEADER, limited_route, refusal, status_for
+from voicegate.device.intake import BUSY_RETRY_AFTER, Intake
 from voicegate.device.models import (
     AllOut,
     AnswerOut,
@@ -76,7 +77,7 @@ def device_router(services: Services) -> APIRouter:
     clock = services.clock
     gate = services.gate
     events = services.events
-    intake = limits.Intake(settings.max_voice_in_flight)
+    intake = Intake(settings.max_voice_in_flight)
     events.queue_depth.set_function(lambda: intake.depth)
 
     def limit_for(path: str) -> int:
@@ -326,7 +327,7 @@ def answer_response(
     response = JSONResponse(body.model_dump(mode="json"), status_code=status)
     response.headers[TIME_HEADER] = str(int(now))
     if outcome.reason is Reason.BUSY and not outcome.released:
-        response.headers["Retry-After"] = str(limits.BUSY_RETRY_AFTER)
+        response.headers["Retry-After"] = str(BUSY_RETRY_AFTER)
     return response
 
 

@@ -23,11 +23,12 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from voicegate.device import signing
-from voicegate.device.pairing import BUDGET_WINDOW, start_pairing
+from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind, Risk, Stage, Status
 from voicegate.errors import ConfigError
 from voicegate.eval import report
 from voicegate.eval.manifest import Case
+from voicegate.limits import BUDGET_WINDOW
 
 if TYPE_CHECKING:
     from voicegate.gate.core import Gate

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from voicegate.device.pairing import PairingLimits
 from voicegate.eval.harness import READ_TOOL, WRITE_TOOL, BaseHarness, Sleep, notes_of
 from voicegate.gate.quota import ProposalLimits
-from voicegate.limits import RateLimits
+from voicegate.limits import PairingLimits, RateLimits
 from voicegate.settings import ServerConfig
 
 if TYPE_CHECKING:

@@ -286,7 +286,7 @@ class VoicePipeline:
         another answer. One model call in the queue, as an answer is; a scripted recogniser
         (``scripted``, the unit tests') gives features only. Admitted like an answer: past
         ``max_waiting`` it raises ``Throttled(BUSY)``, retry in a second (the answer route's
-        ``limits.BUSY_RETRY_AFTER``)."""
+        ``intake.BUSY_RETRY_AFTER``)."""
         if self._admitted >= self.max_waiting:
             raise Throttled(Reason.BUSY, 1)
         self._admitted += 1

@@ -45,7 +45,6 @@ from voicegate.errors import ConfigError
 from voicegate.gate.core import Gate
 from voicegate.gate.quota import agent_id
 from voicegate.housekeeping import keep_tidy
-from voicegate.limits import BodyLimit
 from voicegate.mcp.catalog import Catalog
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.read_pass import ReadPass
@@ -68,6 +67,7 @@ from voicegate.store.base import Store
 from voicegate.text import printable
 from voicegate.tokens import TokenCodec
 from voicegate.web.approve import approve_router
+from voicegate.web.body_limit import BodyLimit
 from voicegate.web.read_route import ReadRoute
 
 logger = logging.getLogger(__name__)
