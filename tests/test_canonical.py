@@ -23,7 +23,7 @@ from voicegate.canonical import (
 )
 from voicegate.domain import Receipt, Risk
 from voicegate.gate.proposals import ActionRequest, action_of
-from voicegate.gate.receipts import digest
+from voicegate.receipts import digest
 
 # Text without lone surrogates: those are not Unicode text and are refused on purpose.
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
         VoicegateError,
     )
     from voicegate.gate.core import ActionRequest, Gate, Outcome
-    from voicegate.gate.receipts import verify_chain
     from voicegate.reasons import NEXT_STEP, Kind, Reason
+    from voicegate.receipts import verify_chain
     from voicegate.secrets import KeyRing, Secret
     from voicegate.store import open_store
     from voicegate.tokens import Claims, TokenCodec
@@ -106,7 +106,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "VoicegateError",
     ),
     "voicegate.gate.core": ("ActionRequest", "Gate", "Outcome"),
-    "voicegate.gate.receipts": ("verify_chain",),
+    "voicegate.receipts": ("verify_chain",),
     "voicegate.reasons": ("NEXT_STEP", "Kind", "Reason"),
     "voicegate.secrets": ("KeyRing", "Secret"),
     "voicegate.store": ("open_store",),

@@ -9,7 +9,8 @@ verifies. Rotating means putting a new key in front and dropping the old one onc
 signed has expired (tokens: minutes) or been re-checked (receipts: keep old keys as long as the
 receipts they signed must verify). The ring reads the ``VOICEGATE_*_KEYS`` style string
 ``"k2:secret2,k1:secret1"``; an entry without ``id:`` gets an id derived from the secret, so
-the same secret always carries the same id across restarts and replicas.
+the same secret always carries the same id across restarts and replicas; ``keys_from_env``
+reads that string from ``VOICEGATE_SECRET_KEYS``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from voicegate.errors import ConfigError
 
 # An HMAC-SHA256 key should carry at least as much entropy as the hash output.
 MIN_SECRET_BYTES = 32
+KEYS_ENV = "VOICEGATE_SECRET_KEYS"
 
 _KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -144,6 +147,12 @@ class KeyRing:
 
     def __repr__(self) -> str:
         return f"KeyRing(ids={list(self.ids)!r})"
+
+
+def keys_from_env(env: Mapping[str, str] = os.environ) -> KeyRing | None:
+    """The signing ring from ``VOICEGATE_SECRET_KEYS`` (``id:secret,...``), or None."""
+    raw = env.get(KEYS_ENV, "").strip()
+    return KeyRing(raw) if raw else None
 
 
 def _split(text: str) -> list[str]:

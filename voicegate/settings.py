@@ -14,7 +14,6 @@ import secrets
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 from voicegate.errors import ConfigError
@@ -22,12 +21,11 @@ from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, PairingLimits, RateLimits
 from voicegate.notify.mail import SmtpServer
 from voicegate.passkey import RelyingParty
-from voicegate.secrets import KeyRing, Secret
-from voicegate.store import redact, sqlite_path
+from voicegate.secrets import KEYS_ENV, KeyRing, Secret, keys_from_env
+from voicegate.store import key_file, redact
 from voicegate.tokens import DEFAULT_TTL
 
 TOKEN_ENV = "VOICEGATE_TOKEN"
-KEYS_ENV = "VOICEGATE_SECRET_KEYS"
 METRICS_TOKEN_ENV = "VOICEGATE_METRICS_TOKEN"
 TOKEN_TTL_ENV = "VOICEGATE_TOKEN_TTL"
 DEFAULT_PORT = 8800
@@ -205,12 +203,6 @@ def check_startup(config: ServerConfig, *, store_durable: bool) -> None:
         )
 
 
-def keys_from_env(env: Mapping[str, str] = os.environ) -> KeyRing | None:
-    """The signing ring from ``VOICEGATE_SECRET_KEYS`` (``id:secret,...``), or None."""
-    raw = env.get(KEYS_ENV, "").strip()
-    return KeyRing(raw) if raw else None
-
-
 LEASE_ENV = "VOICEGATE_RELEASE_LEASE"
 
 
@@ -221,17 +213,6 @@ def lease_from(env: Mapping[str, str] = os.environ) -> float:
         return float(raw) if raw else 600.0
     except ValueError as exc:
         raise ConfigError(f"{LEASE_ENV} must be a number of seconds, not {raw!r}") from exc
-
-
-def key_file(db: str) -> Path | None:
-    """Where a SQLite store's signing keys live (``<db>.keys``); None for any other store."""
-    if db.strip() in ("", "memory", "memory:"):
-        return None
-    try:
-        path = sqlite_path(db)
-    except ConfigError:
-        return None  # not a store at all: opening it says why
-    return Path(path + ".keys") if path is not None else None
 
 
 def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:

@@ -210,7 +210,7 @@ def voice_pipeline(store: Store) -> VoicePipeline | None:
     """The real recogniser pipeline (tiny.en on the CPU, replay guard and the users' taught
     answers on ``store``, as ``voicegate serve`` builds it), or None."""
     try:
-        from voicegate.voice.pipeline import default_pipeline
+        from voicegate.web.serve import default_pipeline
 
         return default_pipeline(
             store.fingerprints, model="tiny.en", device="cpu", templates=store.templates

@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import ROOT
 from voicegate.cli import main
 from voicegate.errors import ConfigError
-from voicegate.settings import KEYS_ENV, keys_for
+from voicegate.secrets import KEYS_ENV
+from voicegate.settings import keys_for
 
 # Nothing listens on port 1: the connection is refused at once.
 DOWN = "postgresql://127.0.0.1:1/test"

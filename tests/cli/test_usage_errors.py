@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from voicegate.cli import main
-from voicegate.settings import KEYS_ENV, TOKEN_ENV
+from voicegate.secrets import KEYS_ENV
+from voicegate.settings import TOKEN_ENV
 
 NOTES = ["--upstream-cmd", "true", "--no-voice"]
 

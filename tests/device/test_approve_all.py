@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.device.kit import Executed, SigningDevice
 from voicegate.domain import PendingSet, Risk, Status
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Reason
+from voicegate.receipts import verify_chain
 from voicegate.services import Services
 
 

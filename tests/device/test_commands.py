@@ -20,8 +20,9 @@ from voicegate.device.routes import device_router
 from voicegate.domain import Risk
 from voicegate.gate.core import ActionRequest, Gate
 from voicegate.reasons import Reason
+from voicegate.secrets import KEYS_ENV
 from voicegate.services import Services
-from voicegate.settings import KEYS_ENV, keys_for
+from voicegate.settings import keys_for
 from voicegate.store import open_store
 
 T = TypeVar("T")

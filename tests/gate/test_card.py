@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voicegate.canonical import canonical_json
-from voicegate.gate.card import escape, names, preview, render, summary
+from voicegate.gate.card import names, preview, render, summary
+from voicegate.text import escape
 
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
 json_values = st.recursive(

@@ -15,9 +15,9 @@ from voicegate.domain import DeviceKind, Modality, PendingSet, Receipt, Risk, St
 from voicegate.errors import Refused, StoreUnavailable, TokenRefused
 from voicegate.gate.backlog import Backlog, Job
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
-from voicegate.gate.receipts import verify_chain
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
+from voicegate.receipts import verify_chain
 from voicegate.store.memory import MemoryStore
 from voicegate.tokens import TokenCodec
 

@@ -15,14 +15,15 @@ from hypothesis import strategies as st
 from tests.conftest import PG_DSN
 from tests.gate.helpers import Upstream, evidence, keys, pair
 from tests.store.conftest import with_schema
+from voicegate import faults
 from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
 from voicegate.domain import Device, Grant, GrantAsk, Risk, Status
-from voicegate.gate import faults, grants
+from voicegate.gate import grants
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Kind, Reason
+from voicegate.receipts import verify_chain
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store
 from voicegate.store.base import Store

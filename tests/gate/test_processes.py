@@ -13,7 +13,7 @@ from tests.store.processes import race
 from voicegate.domain import Device, DeviceKind, Grant, Risk
 from voicegate.gate import grants
 from voicegate.gate.core import ActionRequest, Gate
-from voicegate.gate.receipts import verify_chain
+from voicegate.receipts import verify_chain
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tests.gate.helpers import Upstream
+from voicegate import faults
 from voicegate.clock import ManualClock
 from voicegate.domain import Risk
-from voicegate.gate import faults
 from voicegate.gate.core import Gate
 from voicegate.reasons import Kind
 from voicegate.store.memory import MemoryStore

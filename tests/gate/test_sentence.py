@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicegate.gate.card import escape, sentence
+from voicegate.gate.card import sentence
+from voicegate.text import escape
 
 
 def test_a_card_reads_as_a_sentence_of_its_tool_and_arguments() -> None:

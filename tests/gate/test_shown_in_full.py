@@ -9,8 +9,8 @@ from voicegate.clock import ManualClock
 from voicegate.domain import Risk, Stage
 from voicegate.gate import card
 from voicegate.gate.core import ActionRequest
-from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Kind, Reason
+from voicegate.receipts import verify_chain
 from voicegate.store.memory import MemoryStore
 
 from .helpers import evidence, make_gate, pair

@@ -20,11 +20,11 @@ from tests.mcp.harness import Running, serve
 from tests.mcp.test_argument_depth import Caller, _over, _over_stdio
 from tests.mcp.test_stdio_front import OPENING
 from voicegate.canonical import ARGUMENTS_BYTES, MAX_BYTES, TOOL_NAME_CHARS, canonical_json
-from voicegate.gate.receipts import verify_chain, verify_heads
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.stdio_front import StdioFront
 from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.reasons import Reason
+from voicegate.receipts import verify_chain, verify_heads
 
 TOKEN_NOTES = Policy(
     reads=("list_notes", "read_note", "stats"), modes=(("write_note", Mode.TOKEN),)

@@ -33,9 +33,8 @@ from voicegate.mcp.notes import PIDFILE_ENV, build_notes_server
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.server import build_server
 from voicegate.mcp.upstream import UpstreamSpec
-from voicegate.secrets import KeyRing, Secret
+from voicegate.secrets import KEYS_ENV, KeyRing, Secret
 from voicegate.settings import (
-    KEYS_ENV,
     MAX_TOKEN_TTL,
     TOKEN_TTL_ENV,
     ServerConfig,

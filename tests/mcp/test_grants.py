@@ -16,9 +16,9 @@ import pytest
 from tests.mcp.harness import TOKEN, Phone, Running, data, serve
 from tests.mcp.test_choose_one import three_notes
 from voicegate.gate.grant_rules import GrantRules
-from voicegate.gate.receipts import verify_chain
 from voicegate.mcp.policy import Policy
 from voicegate.reasons import Reason
+from voicegate.receipts import verify_chain
 
 POLICY = Policy(high_risk=("delete_*",), grants=GrantRules(free=(("write_note", ("text",)),)))
 NOTE = {"name": "shopping", "text": "eggs"}

@@ -21,9 +21,9 @@ from mcp import Client
 from tests.mcp.harness import Phone, Running, data, serve
 from voicegate.domain import Receipt
 from voicegate.gate.drafts import RESULT_DEPTH
-from voicegate.gate.receipts import verify_chain, verify_heads
 from voicegate.mcp.policy import Mode, Policy
 from voicegate.mcp.upstream import UpstreamSpec
+from voicegate.receipts import verify_chain, verify_heads
 
 DEEP = UpstreamSpec.from_command([sys.executable, "-m", "tests.mcp.upstreams", "deep"])
 # ``nest(levels)`` answers a structured result ``levels`` deep; its wire form holds it one

@@ -34,7 +34,7 @@ from tests.reliability.counter import EXECUTIONS_ENV, KILL_ENV
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind
-from voicegate.gate.faults import FAULT_ENV
+from voicegate.faults import FAULT_ENV
 from voicegate.mcp.http_client import mcp_http_client
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store

@@ -37,10 +37,10 @@ from tests.reliability.cluster import (
     start,
 )
 from tests.reliability.counter import executions as executed
+from voicegate.faults import GRANT_SPENT
 from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.faults import GRANT_SPENT
-from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Reason
+from voicegate.receipts import verify_chain
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store
 

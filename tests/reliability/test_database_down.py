@@ -25,8 +25,8 @@ from tests.reliability.pgserver import PrivatePostgres, can_run
 from voicegate.domain import Status
 from voicegate.gate.backlog import Backlog
 from voicegate.gate.core import UNRECORDED
-from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Kind, Reason
+from voicegate.receipts import verify_chain
 from voicegate.store import open_store
 
 pytestmark = pytest.mark.slow

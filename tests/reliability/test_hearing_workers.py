@@ -26,7 +26,7 @@ from tests.hearing.conftest import nats_url
 from tests.reliability.cluster import ROOT, Phone, Served, running, start
 from tests.reliability.counter import executions as executed
 from voicegate.domain import DeviceKind
-from voicegate.gate.faults import FAULT_ENV, WHILE_HEARING
+from voicegate.faults import FAULT_ENV, WHILE_HEARING
 from voicegate.reasons import Reason
 
 __all__ = ["nats_url"]

@@ -29,8 +29,8 @@ from tests.reliability.cluster import (
 )
 from tests.reliability.counter import executions as executed
 from voicegate.domain import Status
-from voicegate.gate.receipts import verify_chain
 from voicegate.reasons import Reason
+from voicegate.receipts import verify_chain
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store
 

@@ -7,15 +7,15 @@ from collections.abc import Callable
 import pytest
 
 from tests.gate.helpers import Upstream, actions, evidence, make_gate, pair
+from voicegate import faults
 from voicegate.cli import build_parser
 from voicegate.clock import ManualClock
 from voicegate.domain import PendingSet, Receipt, Risk, Status
 from voicegate.errors import ConfigError
-from voicegate.gate import faults
 from voicegate.gate.core import MAY_HAVE_RUN
-from voicegate.gate.receipts import verify_chain
 from voicegate.limits import RateLimits
 from voicegate.reasons import Kind
+from voicegate.receipts import verify_chain
 from voicegate.secrets import KeyRing
 from voicegate.settings import rate_limits_from
 from voicegate.store.memory import MemoryStore

@@ -21,7 +21,7 @@ from voicegate.device.pairing import device_name, start_pairing
 from voicegate.domain import Device, DeviceKind
 from voicegate.errors import DeviceRefused
 from voicegate.reasons import Reason
-from voicegate.settings import KEYS_ENV
+from voicegate.secrets import KEYS_ENV
 from voicegate.store import open_store
 
 PROBED = "phone\u001b[2J\u001b[31mRED\u001b]0;title\u0007\u202eevil"

@@ -26,7 +26,7 @@ from voicegate.domain import (
     StoredFingerprint,
     StoredTemplate,
 )
-from voicegate.gate.receipts import (
+from voicegate.receipts import (
     LEGACY,
     ChainHead,
     ProblemKind,

@@ -30,7 +30,8 @@ from voicegate.device.pairing import CODE_TTL, start_pairing
 from voicegate.domain import DeviceKind
 from voicegate.errors import ConfigError, StoreUnavailable
 from voicegate.reasons import Reason
-from voicegate.settings import DEFAULT_PORT, KEYS_ENV, keys_for
+from voicegate.secrets import KEYS_ENV
+from voicegate.settings import DEFAULT_PORT, keys_for
 from voicegate.store.base import Store
 from voicegate.text import printable
 

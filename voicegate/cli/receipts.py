@@ -18,8 +18,8 @@ from typing import Any
 from voicegate.clock import iso_utc
 from voicegate.domain import to_dict
 from voicegate.errors import VoicegateError
-from voicegate.gate import audit
-from voicegate.gate.receipts import ChainProblem, heads_to_dict
+from voicegate.receipts import ChainProblem, heads_to_dict
+from voicegate.store import audit
 from voicegate.text import counted, printable
 
 UNUSABLE = 2

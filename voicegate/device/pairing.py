@@ -41,11 +41,11 @@ from typing import Any
 from voicegate.device.signing import ALGORITHM, normalise_public_key
 from voicegate.domain import Device, DeviceKind, PairingCode
 from voicegate.errors import DeviceRefused
-from voicegate.gate.card import escape
 from voicegate.limits import PairingLimits
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, Secret
 from voicegate.store.base import Store
+from voicegate.text import escape
 
 CODE_DIGITS = 8
 CODE_TTL = 600.0

@@ -121,7 +121,7 @@ def whisper_voice(model: str | None, langs: Sequence[str], device: str = "auto")
     """The server's own pipeline: faster-whisper from disk and the replay guard on the store."""
 
     def make(store: Store) -> VoicePipeline:
-        from voicegate.voice.pipeline import default_pipeline
+        from voicegate.web.serve import default_pipeline
 
         return default_pipeline(
             store.fingerprints,

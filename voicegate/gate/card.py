@@ -44,13 +44,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from voicegate.canonical import normalise
+from voicegate.text import escape, hidden
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # One displayed unit: a JSON escape, or one character. Cuts fall between units only.
 _UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.DOTALL)
-_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
-# Letters and marks that render as nothing although Unicode does not call them format chars.
-_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
 _LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
 # Cyrillic and Greek letters drawn like Latin ones. A string written only in these reads as a
 # Latin word ("аѕһа" for "asha") although no script is mixed.
@@ -202,11 +200,6 @@ def names(
     return name + (" ⚠" if flagged else ""), labels
 
 
-def escape(text: str) -> str:
-    """``text`` with every hiding or reordering character replaced by a ``\\uXXXX`` escape."""
-    return "".join(_escape_char(ch) if _hidden(ch) else ch for ch in text)
-
-
 def _card_names(tools: list[str], values: list[dict[str, Any]]) -> list[str]:
     # Each value as a name shows it before escaping: a string bare, anything else as JSON.
     texts = [
@@ -311,21 +304,6 @@ def _shown(text: str, limit: int | None) -> str:
     return text[:kept] + _TRUNCATION.format(len(text) - kept)
 
 
-def _hidden(ch: str) -> bool:
-    if ch == " ":
-        return False
-    return ch in _INVISIBLE or unicodedata.category(ch) in _ESCAPED_CATEGORIES
-
-
-def _escape_char(ch: str) -> str:
-    code = ord(ch)
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    # JSON spells a code point above the BMP as a surrogate pair.
-    code -= 0x10000
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-
-
 def _findings(text: str) -> list[str]:
     found = []
     if _mixes_scripts(text):
@@ -335,7 +313,7 @@ def _findings(text: str) -> list[str]:
     if any(_styled(ch) for ch in text):
         found.append("look-alike characters")
     # Newlines and tabs show as JSON escapes and hide nothing.
-    if any(_hidden(ch) and ch not in "\n\r\t" for ch in text):
+    if any(hidden(ch) and ch not in "\n\r\t" for ch in text):
         found.append("hidden characters")
     if not unicodedata.is_normalized("NFC", text):
         found.append("not NFC")

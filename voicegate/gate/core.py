@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from voicegate import faults
 from voicegate.domain import (
     Check,
     Evidence,
@@ -29,7 +30,7 @@ from voicegate.domain import (
     Receipt,
     Risk,
 )
-from voicegate.gate import answers, approvals, batch, faults, proposals, quota, settlement
+from voicegate.gate import answers, approvals, batch, proposals, quota, settlement
 from voicegate.gate import grants as granting
 from voicegate.gate.backlog import RETRY_DELAYS, Backlog
 from voicegate.gate.drafts import UNRECORDED

@@ -34,8 +34,8 @@ from voicegate.domain import (
     Risk,
     Stage,
 )
+from voicegate.faults import GRANT_SPENT
 from voicegate.gate.approvals import run_confirmed
-from voicegate.gate.faults import GRANT_SPENT
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.proposals import ActionRequest
 from voicegate.gate.wiring import Wiring

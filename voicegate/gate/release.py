@@ -31,9 +31,9 @@ from voicegate.gate.checks import Checklist
 from voicegate.gate.drafts import draft, recordable, recorded, unrecorded
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import SWAP_ATTEMPTS
-from voicegate.gate.receipts import seal
 from voicegate.gate.wiring import Wiring
 from voicegate.reasons import Reason
+from voicegate.receipts import seal
 
 # A spent key is kept this long past its set's deadline (1 hour, in seconds). Settlement may read
 # "not spent" as "never ran" only while the key cannot have been pruned.

@@ -27,7 +27,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as FetchTimeout
 
-from voicegate.gate import faults
+from voicegate import faults
 from voicegate.hearing import queue, wire
 from voicegate.voice.transcribe import Transcriber
 

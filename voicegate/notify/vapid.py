@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from voicegate.errors import ConfigError
 from voicegate.secrets import Secret
-from voicegate.settings import key_file
+from voicegate.store import key_file
 
 VAPID_ENV = "VOICEGATE_VAPID_KEY"
 

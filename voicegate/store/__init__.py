@@ -16,6 +16,7 @@ never made into folders.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -34,6 +35,7 @@ __all__ = [
     "PostgresStore",
     "SqliteStore",
     "Store",
+    "key_file",
     "open_store",
     "redact",
     "sqlite_path",
@@ -73,6 +75,17 @@ def store_for(url: str, *, create: bool = True) -> MemoryStore | SqliteStore | P
             what = "is a file, not a folder" if path.parent.exists() else "does not exist"
             raise ConfigError(f"the folder {path.parent} for the store {what}; make it first")
     return store
+
+
+def key_file(db: str) -> Path | None:
+    """Where a SQLite store's signing keys live (``<db>.keys``); None for any other store."""
+    if db.strip() in ("", "memory", "memory:"):
+        return None
+    try:
+        path = sqlite_path(db)
+    except ConfigError:
+        return None  # not a store at all: opening it says why
+    return Path(path + ".keys") if path is not None else None
 
 
 def sqlite_path(url: str) -> str | None:

@@ -26,7 +26,7 @@ from voicegate.domain import (
     StoredFingerprint,
     StoredTemplate,
 )
-from voicegate.gate.receipts import Heads
+from voicegate.receipts import Heads
 from voicegate.secrets import KeyRing
 
 

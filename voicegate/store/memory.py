@@ -26,8 +26,8 @@ from voicegate.domain import (
     StoredTemplate,
 )
 from voicegate.errors import StoreUnavailable
-from voicegate.gate.receipts import ChainHead, Heads, Roster, sign_head, sign_roster
 from voicegate.passkey import counter_ok
+from voicegate.receipts import ChainHead, Heads, Roster, sign_head, sign_roster
 from voicegate.secrets import KeyRing
 from voicegate.store import common
 from voicegate.store.base import (

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from voicegate.domain import Receipt
-from voicegate.gate.receipts import LEGACY, ChainHead, Heads, Roster, sign_head, sign_roster
+from voicegate.receipts import LEGACY, ChainHead, Heads, Roster, sign_head, sign_roster
 from voicegate.secrets import KeyRing
 from voicegate.store import common
 

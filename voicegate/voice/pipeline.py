@@ -22,7 +22,6 @@ from typing import Protocol
 from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused, HearingUnavailable, Refused, Throttled
 from voicegate.reasons import Kind, Reason
-from voicegate.store.base import FingerprintStore, TemplateStore
 from voicegate.voice import consent, decision, enrolment, templates
 from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
@@ -392,54 +391,6 @@ REMOTE_CALLS = 4
 def default_model(languages: Sequence[str]) -> str:
     """The model for ``languages``: tiny.en for English alone, else the multilingual base."""
     return "tiny.en" if tuple(languages) == ("en",) else "base"
-
-
-def default_pipeline(
-    fingerprints: FingerprintStore,
-    *,
-    model: str | None = None,
-    languages: Sequence[str] = ("en",),
-    device: str = "auto",
-    templates: TemplateStore | None = None,
-    hearing: str = "",
-    hearing_timeout: float = 30.0,
-) -> VoicePipeline:
-    """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
-    answers from ``templates`` when given; with ``hearing`` (a NATS URL), the recogniser runs
-    on workers (``voicegate.hearing``) and everything else here.
-
-    ``model`` defaults to ``default_model(languages)``.
-    Raises ``ModelError`` when the model is not installed or does not verify, ``ConfigError``
-    when NATS cannot be reached.
-    """
-    from voicegate.voice.enrolment import StoreEnrolments
-    from voicegate.voice.fingerprint import ReplayGuard
-
-    langs = tuple(languages)
-    name = model or default_model(langs)
-    transcriber: Transcriber
-    workers = 1
-    if hearing:
-        from voicegate.hearing.remote import NatsHearing
-
-        remote = NatsHearing(hearing, name, deadline=hearing_timeout)
-        remote.start()
-        transcriber = remote
-        # Each model call waits on the network, not the CPU: keep several in flight, so
-        # several workers hear at once.
-        workers = REMOTE_CALLS
-    else:
-        from voicegate.voice.whisper import FasterWhisperTranscriber
-
-        transcriber = FasterWhisperTranscriber(name, device=device)
-    taught = StoreEnrolments(templates, transcriber.model) if templates is not None else None
-    return VoicePipeline(
-        transcriber,
-        ReplayGuard(fingerprints),
-        languages=langs,
-        enrolments=taught,
-        workers=workers,
-    )
 
 
 def as_json(result: VoiceResult) -> dict[str, object]:

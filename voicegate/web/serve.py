@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from voicegate.settings import ServerConfig, check_startup
 from voicegate.store.base import Store
 
 if TYPE_CHECKING:  # the model runtime loads only when voice is switched on
+    from voicegate.store.base import FingerprintStore, TemplateStore
     from voicegate.voice.pipeline import VoicePipeline
 
 # Printed once the socket listens and the upstream is open: (config, store, voice or None).
@@ -135,8 +136,6 @@ def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
     """The real recogniser over the store, or None for taps only; a missing model raises."""
     if voice is None:
         return None
-    from voicegate.voice.pipeline import default_pipeline
-
     return default_pipeline(
         store.fingerprints,
         model=voice.model,
@@ -270,3 +269,53 @@ def free_port(host: str) -> int:
 def _family(host: str) -> socket.AddressFamily:
     """IPv6 for an address with a colon in it ("::1"), else IPv4."""
     return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def default_pipeline(
+    fingerprints: FingerprintStore,
+    *,
+    model: str | None = None,
+    languages: Sequence[str] = ("en",),
+    device: str = "auto",
+    templates: TemplateStore | None = None,
+    hearing: str = "",
+    hearing_timeout: float = 30.0,
+) -> VoicePipeline:
+    """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
+    answers from ``templates`` when given; with ``hearing`` (a NATS URL), the recogniser runs
+    on workers (``voicegate.hearing``) and everything else here.
+
+    ``model`` defaults to ``default_model(languages)``.
+    Raises ``ModelError`` when the model is not installed or does not verify, ``ConfigError``
+    when NATS cannot be reached.
+    """
+    from voicegate.voice.enrolment import StoreEnrolments
+    from voicegate.voice.fingerprint import ReplayGuard
+    from voicegate.voice.pipeline import REMOTE_CALLS, VoicePipeline, default_model
+    from voicegate.voice.transcribe import Transcriber
+
+    langs = tuple(languages)
+    name = model or default_model(langs)
+    transcriber: Transcriber
+    workers = 1
+    if hearing:
+        from voicegate.hearing.remote import NatsHearing
+
+        remote = NatsHearing(hearing, name, deadline=hearing_timeout)
+        remote.start()
+        transcriber = remote
+        # Each model call waits on the network, not the CPU: keep several in flight, so
+        # several workers hear at once.
+        workers = REMOTE_CALLS
+    else:
+        from voicegate.voice.whisper import FasterWhisperTranscriber
+
+        transcriber = FasterWhisperTranscriber(name, device=device)
+    taught = StoreEnrolments(templates, transcriber.model) if templates is not None else None
+    return VoicePipeline(
+        transcriber,
+        ReplayGuard(fingerprints),
+        languages=langs,
+        enrolments=taught,
+        workers=workers,
+    )

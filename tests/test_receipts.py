@@ -21,7 +21,8 @@ from voicegate.domain import (
     Receipt,
     Risk,
 )
-from voicegate.gate.receipts import (
+from voicegate.reasons import Reason
+from voicegate.receipts import (
     GENESIS,
     ChainHead,
     ChainProblem,
@@ -39,7 +40,6 @@ from voicegate.gate.receipts import (
     verify_chain,
     verify_heads,
 )
-from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing, generate_secret
 
 KEYS = KeyRing([("r1", generate_secret())])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from voicegate.domain import Receipt, Status
 from voicegate.errors import VoicegateError
-from voicegate.gate.receipts import (
+from voicegate.receipts import (
     ChainProblem,
     Heads,
     ProblemKind,
@@ -24,9 +24,8 @@ from voicegate.gate.receipts import (
     verify_chain,
     verify_heads,
 )
-from voicegate.secrets import KeyRing
-from voicegate.settings import key_file, keys_from_env
-from voicegate.store import MemoryStore, SqliteStore, store_for
+from voicegate.secrets import KeyRing, keys_from_env
+from voicegate.store import MemoryStore, SqliteStore, key_file, store_for
 from voicegate.store.base import Store
 
 if TYPE_CHECKING:
