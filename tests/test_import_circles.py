@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -29,20 +30,16 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def _edges(module: str, path: Path, modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Each package module this one imports, with the names it takes from it."""
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, str, int]]:
+    """Each import of a package module in ``path``: the module, the name taken, the line."""
     is_package = path.name == "__init__.py"
-    edges: dict[str, set[str]] = {}
-
-    def add(target: str | None, name: str) -> None:
-        if target is not None and target != module:
-            edges.setdefault(target, set()).add(name)
-
     # ast.walk reaches imports inside functions and under `if TYPE_CHECKING:` alike.
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                add(_resolve(alias.name, modules), alias.name)
+                target = _resolve(alias.name, modules)
+                if target is not None and target != module:
+                    yield target, alias.name, node.lineno
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")
@@ -53,8 +50,16 @@ def _edges(module: str, path: Path, modules: dict[str, Path]) -> dict[str, set[s
                 source = node.module or ""
             for alias in node.names:
                 # `from pkg import mod` takes the submodule, not the package.
-                target = _resolve(f"{source}.{alias.name}", modules)
-                add(target or _resolve(source, modules), alias.name)
+                target = _resolve(f"{source}.{alias.name}", modules) or _resolve(source, modules)
+                if target is not None and target != module:
+                    yield target, alias.name, node.lineno
+
+
+def _edges(module: str, path: Path, modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Each package module this one imports, with the names it takes from it."""
+    edges: dict[str, set[str]] = {}
+    for target, name, _ in _imports(module, path, modules):
+        edges.setdefault(target, set()).add(name)
     return edges
 
 

@@ -1,6 +1,6 @@
 """``voicegate receipts list|show|export|head|verify``: read and check the receipt chains.
 
-The reading and checking is ``voicegate.gate.audit``: it never creates a database or a key.
+The reading and checking is ``voicegate.store.audit``: it never creates a database or a key.
 
 Exit status: 0 when all is well, 1 when ``verify`` finds a problem (or ``show`` no receipt),
 2 when the database or its keys cannot be used, or the words given are a usage error.
