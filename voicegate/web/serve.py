@@ -1,7 +1,8 @@
 """Running the gate on an open store: build the app, start it, listen, hand over to uvicorn.
 
 ``voicegate serve`` and ``voicegate demo`` both end here; they differ only in the upstream, the
-policy and the banner they print once the gate can really serve.
+policy and the banner they print once the gate can really serve. ``default_pipeline`` builds the
+voice pipeline a server runs: the recogniser in this process, or on workers (``voicegate.hearing``).
 """
 
 from __future__ import annotations
