@@ -77,6 +77,24 @@ def test_a_doubt_a_near_miss_or_no_yes_asks_for_no_grant(said: str) -> None:
     assert grant_of(said, 1, Stage.CHOOSE) is None
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Haan, 1 minute.",  # "haan, ek minute": yes, and wait a minute
+        "Haan, 1 minat.",
+        "Haan, 2 minute.",  # "do minute", a wait too
+        "Yes, 1 minute.",  # "one minute"
+        "Okay, 1 minute.",
+        "हाँ, 1 मिनट",  # "एक मिनट"
+        "हाँ, १ मिनट",
+    ],
+)
+def test_a_wait_written_in_digits_after_a_yes_asks_for_no_grant(said: str) -> None:
+    # Spelt out, these are a yes and a wait: two answers. In digits they are the same words.
+    assert grant_of(said, 1, Stage.CHOOSE) is None
+    assert not decide(said, 1, Stage.CHOOSE).releases
+
+
 def test_on_several_cards_the_answer_part_is_the_card_and_the_gate_judges_the_grant() -> None:
     words = grant_of("The second one, for ten minutes.", 3, Stage.CHOOSE)
     assert words is not None and words.decision == Decision(Kind.CHOOSE, card=2)
@@ -200,3 +218,9 @@ async def test_the_answer_model_must_hear_a_yes_in_the_answer_part() -> None:
     )
     assert refused.rule == "answer_model" and not refused.decision.releases
     assert refused.grant_minutes is None
+
+
+async def test_a_yes_then_a_wait_in_digits_releases_nothing_though_the_first_part_is_yes() -> None:
+    # "Yes, one minute", written as the recogniser may write it: a yes and a wait.
+    result, _ = await spoken(TWO_PARTS, hearing("Yes, 1 minute."), hearing("Yes."))
+    assert not result.decision.releases and result.grant_minutes is None
