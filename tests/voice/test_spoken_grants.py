@@ -4,6 +4,7 @@ pause and decided as a plain yes, and nothing released by a length alone or a do
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.voice.test_consent_properties import NEGATORS, WORDS, separators
+from voicegate.errors import HearingUnavailable
 from voicegate.gate.types import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model
@@ -19,7 +21,7 @@ from voicegate.voice.consent import decide, grant_of
 from voicegate.voice.decision import Calibration
 from voicegate.voice.leading import PAUSE, answer_part
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
-from voicegate.voice.transcribe import FakeTranscriber, Hearing
+from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance
 
 SR = 16_000
 CONFIRM = Decision(Kind.CONFIRM)
@@ -224,3 +226,27 @@ async def test_a_yes_then_a_wait_in_digits_releases_nothing_though_the_first_par
     # "Yes, one minute", written as the recogniser may write it: a yes and a wait.
     result, _ = await spoken(TWO_PARTS, hearing("Yes, 1 minute."), hearing("Yes."))
     assert not result.decision.releases and result.grant_minutes is None
+
+
+class GoneAfterOne(FakeTranscriber):
+    """A recogniser that hears the whole clip and is gone before the answer part."""
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        if self.calls:
+            raise HearingUnavailable("no recogniser worker is connected")
+        return super().transcribe_many(utterances)
+
+
+async def test_a_recogniser_gone_before_the_answer_part_refuses_the_answer() -> None:
+    pipeline = VoicePipeline(GoneAfterOne([hearing("Yes, for 10 minutes.")]), None)
+    result = await pipeline.decide(wav(TWO_PARTS), user="u", cards=1, stage=Stage.CHOOSE)
+    assert result.decision.reason is Reason.HEARING_UNAVAILABLE
+    assert result.grant_minutes is None
+
+
+async def test_an_answer_part_heard_no_or_wait_under_a_whole_yes_is_unclear_not_acted_on() -> None:
+    # The whole clip was heard "yes, for ten minutes": its first part heard "no" is two
+    # hearings disagreeing, so the card is neither closed nor given more time.
+    for part in ("No.", "Wait."):
+        result, _ = await spoken(TWO_PARTS, hearing("Yes, for 10 minutes."), hearing(part))
+        assert result.decision.reason is Reason.UNCLEAR, part
