@@ -68,6 +68,7 @@ def test_a_yes_and_then_a_length_asks_for_that_many_minutes(said: str, minutes: 
         "Yes for 10 minutes please",  # a length that does not end it
         "haan ek minute",  # "wait a minute"
         "haan do minute",
+        "haan do minat",  # the same wait, spelt as the grant's "{n} minat" is
         "nahi haan das minute",
         "haan das minute nahi",
         "Cancel, for ten minutes.",
@@ -85,6 +86,7 @@ def test_a_doubt_a_near_miss_or_no_yes_asks_for_no_grant(said: str) -> None:
         "Haan, 1 minute.",  # "haan, ek minute": yes, and wait a minute
         "Haan, 1 minat.",
         "Haan, 2 minute.",  # "do minute", a wait too
+        "Haan, 2 minat.",
         "Yes, 1 minute.",  # "one minute"
         "Okay, 1 minute.",
         "हाँ, 1 मिनट",  # "एक मिनट"
