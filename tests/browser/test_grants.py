@@ -91,6 +91,21 @@ def test_a_grant_made_by_tap_is_shown_used_and_ended(
     assert audit(page, axe_source, "grant-ended", "light") == []
 
 
+def test_the_words_to_say_for_a_grant_stay_within_the_operators_bound_and_name_the_count(
+    page: Any, server: Server
+) -> None:
+    # "yes, for 10 minutes" past a 5-minute bound would refuse the whole answer.
+    server.gate.grant_rules = GrantRules(max_minutes=5, max_uses=3)
+    try:
+        pair(page, server)
+        proposed = server.propose(1)
+        what = page.locator(f'[data-pending-id="{proposed.id}"] .grant .muted')
+        expect(what).to_contain_text("or say “yes, for 5 minutes”")
+        expect(what).to_contain_text("said, it allows the same at most 3 times")
+    finally:
+        server.gate.grant_rules = GrantRules()
+
+
 def test_a_grant_made_by_voice_is_shown_and_ended(
     playwright: Any, server: Server, axe_source: str, free_text: None, tmp_path: Path
 ) -> None:

@@ -9,6 +9,7 @@ import pytest
 from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.openapi import AUDIO_TYPES, MAX_VOICE_SECONDS, MIN_VOICE_SECONDS
+from voicegate.gate import grant_rules
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec
@@ -125,3 +126,15 @@ def test_a_refusal_is_documented_with_its_reason_next_step_and_optional_detail(
     refusal = document["components"]["schemas"]["RefusalOut"]
     assert set(refusal["properties"]) == {"reason", "next_step", "detail"}
     assert set(refusal["required"]) == {"reason", "next_step"}
+
+
+def test_the_voice_routes_grant_count_is_documented_with_the_bounds_it_is_refused_outside(
+    document: dict[str, Any],
+) -> None:
+    (query,) = [
+        p
+        for p in document["paths"]["/device/voice"]["post"]["parameters"]
+        if p["name"] == "grant_uses"
+    ]
+    assert query["in"] == "query" and query["schema"]["minimum"] == 1
+    assert query["schema"]["maximum"] == grant_rules.MOST_USES

@@ -107,7 +107,8 @@ async def test_a_bad_grant_count_is_a_bad_request(
 ) -> None:
     with_voice(services, clock, "Yes, for 10 minutes.")
     pending = await services.gate.propose("asha", [NOTE], risk=Risk.LOW)
-    for bad in ("0", "-1", "two", "100000"):
+    # 10**30, and more digits than int() reads from text at all (4300 by default).
+    for bad in ("0", "-1", "two", "100000", "abc", "1e3", "1" + "0" * 30, "9" * 5000):
         answer = await speak(device, pending, f"?grant_uses={bad}")
         assert answer["reason"] == Reason.BAD_REQUEST, bad
     assert executed.calls == []

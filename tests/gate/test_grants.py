@@ -19,6 +19,7 @@ from voicegate import faults
 from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
 from voicegate.domain import Device, Grant, GrantAsk, Risk, Status
+from voicegate.errors import StoreUnavailable
 from voicegate.gate import grants
 from voicegate.gate.core import ActionRequest, Gate, Outcome
 from voicegate.gate.grant_rules import GrantRules
@@ -137,6 +138,29 @@ async def test_voicegate_receipts_verify_accepts_a_chain_with_a_grants_terms(
     assert outcome.receipt is not None and outcome.receipt.granted is not None
     await store.close()
     assert await asyncio.to_thread(main, ["receipts", "verify", "--db", str(db)]) == 0
+
+
+async def test_a_grant_the_store_cannot_keep_leaves_its_terms_in_the_receipt_and_runs_nothing(
+    gate: Gate,
+    store: Store,
+    clock: ManualClock,
+    upstream: Upstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    device = await pair(store)
+
+    async def unreachable(grant: Grant) -> None:
+        raise StoreUnavailable("the store went away")
+
+    monkeypatch.setattr(store.grants, "add", unreachable)
+    outcome = await approve_with_grant(gate, device, clock, ONE_NOTE)
+    # The write the user approved ran; the repeat is not there, and the answer says so.
+    assert outcome.released and outcome.grant is None
+    assert outcome.receipt is not None and outcome.receipt.granted is not None
+    monkeypatch.undo()
+    assert await gate.grants("u1") == []
+    assert await gate.use_grant("u1", ActionRequest("write_note", NOTE)) is None
+    assert verify_chain(await gate.receipts("u1"), gate.receipt_keys) == []
 
 
 async def test_a_fitting_call_runs_at_once_and_its_receipt_names_the_grant_and_card(

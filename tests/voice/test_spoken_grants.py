@@ -4,6 +4,7 @@ pause and decided as a plain yes, and nothing released by a length alone or a do
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -13,13 +14,14 @@ from hypothesis import strategies as st
 
 from tests.voice.test_consent_properties import NEGATORS, WORDS, separators
 from voicegate.domain import Decision, Stage
+from voicegate.errors import HearingUnavailable
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model
 from voicegate.voice.consent import decide, grant_of
 from voicegate.voice.decision import Calibration
 from voicegate.voice.leading import PAUSE, answer_part
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
-from voicegate.voice.transcribe import FakeTranscriber, Hearing
+from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance
 
 SR = 16_000
 CONFIRM = Decision(Kind.CONFIRM)
@@ -66,6 +68,7 @@ def test_a_yes_and_then_a_length_asks_for_that_many_minutes(said: str, minutes: 
         "Yes for 10 minutes please",  # a length that does not end it
         "haan ek minute",  # "wait a minute"
         "haan do minute",
+        "haan do minat",  # the same wait, spelt as the grant's "{n} minat" is
         "nahi haan das minute",
         "haan das minute nahi",
         "Cancel, for ten minutes.",
@@ -75,6 +78,25 @@ def test_a_yes_and_then_a_length_asks_for_that_many_minutes(said: str, minutes: 
 )
 def test_a_doubt_a_near_miss_or_no_yes_asks_for_no_grant(said: str) -> None:
     assert grant_of(said, 1, Stage.CHOOSE) is None
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Haan, 1 minute.",  # "haan, ek minute": yes, and wait a minute
+        "Haan, 1 minat.",
+        "Haan, 2 minute.",  # "do minute", a wait too
+        "Haan, 2 minat.",
+        "Yes, 1 minute.",  # "one minute"
+        "Okay, 1 minute.",
+        "हाँ, 1 मिनट",  # "एक मिनट"
+        "हाँ, १ मिनट",
+    ],
+)
+def test_a_wait_written_in_digits_after_a_yes_asks_for_no_grant(said: str) -> None:
+    # Spelt out, these are a yes and a wait: two answers. In digits they are the same words.
+    assert grant_of(said, 1, Stage.CHOOSE) is None
+    assert not decide(said, 1, Stage.CHOOSE).releases
 
 
 def test_on_several_cards_the_answer_part_is_the_card_and_the_gate_judges_the_grant() -> None:
@@ -200,3 +222,33 @@ async def test_the_answer_model_must_hear_a_yes_in_the_answer_part() -> None:
     )
     assert refused.rule == "answer_model" and not refused.decision.releases
     assert refused.grant_minutes is None
+
+
+async def test_a_yes_then_a_wait_in_digits_releases_nothing_though_the_first_part_is_yes() -> None:
+    # "Yes, one minute", written as the recogniser may write it: a yes and a wait.
+    result, _ = await spoken(TWO_PARTS, hearing("Yes, 1 minute."), hearing("Yes."))
+    assert not result.decision.releases and result.grant_minutes is None
+
+
+class GoneAfterOne(FakeTranscriber):
+    """A recogniser that hears the whole clip and is gone before the answer part."""
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        if self.calls:
+            raise HearingUnavailable("no recogniser worker is connected")
+        return super().transcribe_many(utterances)
+
+
+async def test_a_recogniser_gone_before_the_answer_part_refuses_the_answer() -> None:
+    pipeline = VoicePipeline(GoneAfterOne([hearing("Yes, for 10 minutes.")]), None)
+    result = await pipeline.decide(wav(TWO_PARTS), user="u", cards=1, stage=Stage.CHOOSE)
+    assert result.decision.reason is Reason.HEARING_UNAVAILABLE
+    assert result.grant_minutes is None
+
+
+async def test_an_answer_part_heard_no_or_wait_under_a_whole_yes_is_unclear_not_acted_on() -> None:
+    # The whole clip was heard "yes, for ten minutes": its first part heard "no" is two
+    # hearings disagreeing, so the card is neither closed nor given more time.
+    for part in ("No.", "Wait."):
+        result, _ = await spoken(TWO_PARTS, hearing("Yes, for 10 minutes."), hearing(part))
+        assert result.decision.reason is Reason.UNCLEAR, part

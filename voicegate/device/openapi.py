@@ -17,6 +17,7 @@ from voicegate.device.signing import (
     SCHEME,
     TIMESTAMP_HEADER,
 )
+from voicegate.gate import grant_rules
 
 __all__ = [
     "AUDIO_TYPES",
@@ -98,7 +99,7 @@ _GRANT_USES_QUERY = {
     "description": 'How many times a spoken grant ("yes, for ten minutes") allows the same '
     "(else the `grant_uses` form field; without either, 5 or the operator's bound, whichever is "
     "less). Signed with the path.",
-    "schema": {"type": "integer", "minimum": 1},
+    "schema": {"type": "integer", "minimum": 1, "maximum": grant_rules.MOST_USES},
 }
 VOICE_BODY: dict[str, Any] = {
     "parameters": [*SIGNED_HEADERS, *_VOICE_HEADERS, _SHOWN_QUERY, _GRANT_USES_QUERY],

@@ -419,7 +419,11 @@ def _uses(text: str) -> int | None:
     count the page shows on the card), signed like ``shown``; absent, None."""
     if not text:
         return None
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= grant_rules.MOST_USES):
+    # The length first: int() refuses text of more than 4300 digits with a ValueError.
+    short = len(text) <= len(str(grant_rules.MOST_USES))
+    if not (
+        short and text.isascii() and text.isdigit() and 1 <= int(text) <= grant_rules.MOST_USES
+    ):
         raise Refused(
             Reason.BAD_REQUEST, f"grant_uses is a whole number 1 to {grant_rules.MOST_USES}"
         )

@@ -115,12 +115,24 @@ def grant_of(
             continue
         tail = tokens[-len(pattern) :]
         minutes = _length(pattern, tail, vocab)
-        if minutes is None or " ".join(tail) in vocab.phrases:
+        if minutes is None or _answer_alone(pattern, tail, minutes, vocab):
             continue
         answer = " ".join(tokens[: -len(pattern)])
         meant = decide(answer, cards, stage, card_words, vocab=vocab)
         return GrantWords(meant, answer, minutes) if meant.releases else None
     return None
+
+
+def _answer_alone(
+    pattern: Sequence[str], tail: Sequence[str], number: int, vocab: Vocabulary
+) -> bool:
+    """Whether ``tail`` is an answer phrase of its own with its number spelt any way: "ek
+    minute" is a wait, and so is "1 minute", which is how a recogniser may write it."""
+    slot = list(pattern).index(SLOT_NUMBER)
+    spellings = {tail[slot], *(word for word, n in vocab.cardinals.items() if n == number)}
+    return any(
+        " ".join([*tail[:slot], spelt, *tail[slot + 1 :]]) in vocab.phrases for spelt in spellings
+    )
 
 
 def _length(pattern: Sequence[str], tail: Sequence[str], vocab: Vocabulary) -> int | None:

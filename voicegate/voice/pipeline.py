@@ -261,12 +261,19 @@ class VoicePipeline:
         """A yes followed by a grant's length ("yes, for ten minutes"): the answer part of the
         clip (``leading.answer_part``) heard again and decided by every rule a plain answer
         passes, the answer model's agreement included; it releases only where that is the
-        release the words before the length say. The length itself releases nothing."""
+        release the words before the length say, and a cancel or wait it hears there is the
+        two hearings disagreeing, not an answer. The length itself releases nothing."""
         part = answer_part(clip.samples)
         if part is None:
             return decision.Verdict(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, "grant"), None
         started = self._clock()
-        heard = await self._hear(dataclasses.replace(whole, samples=part))
+        try:
+            heard = await self._hear(dataclasses.replace(whole, samples=part))
+        except HearingUnavailable as exc:
+            # As for the whole clip: refused, never guessed from the whole clip's hearing alone.
+            logger.warning("voice answer refused: %s", exc)
+            refusal = consent.refuse(Reason.HEARING_UNAVAILABLE)
+            return decision.Verdict(refusal, 0.0, "grant"), None
         timings["answer_part"] = _ms(self._clock() - started)
         said = reading_of(heard.text, cards, stage, card_words)
         if heard.refusal is not None:
@@ -274,7 +281,8 @@ class VoicePipeline:
         readings = consent.readings(cards, stage, self.lexicons)
         scored = hypotheses(readings, heard, cards, stage, card_words)
         verdict, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
-        if verdict.decision.releases and verdict.decision != _merge(words.decision, cards, stage):
+        answered = verdict.decision.kind is not Kind.REFUSE
+        if answered and verdict.decision != _merge(words.decision, cards, stage):
             return decision.Verdict(decision.UNCLEAR, verdict.probability, "grant_disagree"), taught
         return verdict, taught
 

@@ -37,13 +37,22 @@ export function grantChoice(set, name) {
   pick(minutes, 10);
   pick(uses, 5);
   const label = el("label", { for: box.id }, "");
+  const fixed = offer.fixed.length ? offer.fixed.join(", ") : "nothing";
+  const varying = offer.varying.length ? offer.varying.join(", ") : "nothing";
+  const what = el("p", { class: "muted", id: `grant-what-${id}` }, "");
+  // The words to say name a length within the operator's bound (one past it refuses the whole
+  // answer), and the count a spoken grant takes from this card is said even while it is hidden.
   const sayLabel = () => {
     label.textContent = `Approve, and allow the same for ${minutes.value} minutes`;
+    what.textContent = `Stays exactly as on this card: ${fixed}. May change: ${varying}. ` +
+      `Tick it and tap Approve, or say “yes, for ${minutes.value} minutes”: yes, a short ` +
+      `pause, then how long; said, it allows the same at most ${uses.value} times. A plain ` +
+      "yes approves this once. High-risk actions and choices among several cards are always " +
+      "asked.";
   };
   sayLabel();
   minutes.addEventListener("change", sayLabel);
-  const fixed = offer.fixed.length ? offer.fixed.join(", ") : "nothing";
-  const varying = offer.varying.length ? offer.varying.join(", ") : "nothing";
+  uses.addEventListener("change", sayLabel);
   // How long and how many times, shown once the box is ticked: a card stays short otherwise.
   const bounds = el("p", { class: "grant-bounds" },
     el("label", { for: minutes.id }, "How long "), minutes, " ",
@@ -59,11 +68,7 @@ export function grantChoice(set, name) {
   return el("div", { class: "grant", role: "group", "aria-label": `Allow ${name} again` },
     el("p", { class: "grant-toggle" }, box, " ", label),
     bounds,
-    el("p", { class: "muted", id: `grant-what-${id}` },
-      `Stays exactly as on this card: ${fixed}. May change: ${varying}. ` +
-      "Tick it and tap Approve, or say “yes, for 10 minutes”: yes, a short pause, then how " +
-      "long. A plain yes approves this once. High-risk actions and choices among several " +
-      "cards are always asked."));
+    what);
 }
 
 // The grant part of a yes to ``pendingId`` as the tap sends it, or undefined when not asked.
