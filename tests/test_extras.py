@@ -1,5 +1,6 @@
-"""The extras: a plain install has no test, plotting or PostgreSQL stack, ``[dev]`` has them all,
-and a command that needs a missing extra says which in one line and exits 2."""
+"""The extras: a plain install has no test, plotting or PostgreSQL stack, scripts/setup-dev
+installs every extra and the locked dev tools, and a command that needs a missing extra says
+which in one line and exits 2."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from tests.conftest import ROOT
 from voicegate.cli import main
@@ -16,13 +20,27 @@ from voicegate.errors import DISTRIBUTION, ConfigError, MissingExtra
 from voicegate.extras import EXTRA_OF, need
 from voicegate.store import store_for
 
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
+GROUPS: dict[str, list[str | dict[str, str]]] = PYPROJECT["dependency-groups"]
+LOCK = tomllib.loads((ROOT / "pylock.dev.toml").read_text())
 
 
 def names(requirements: list[str]) -> set[str]:
     """The distribution names of ``requirements``, without versions or extras."""
     return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def group(name: str) -> list[Requirement]:
+    """The requirements of dependency group ``name``, its included groups' too."""
+    found: list[Requirement] = []
+    for entry in GROUPS[name]:
+        if isinstance(entry, dict):
+            found += group(entry["include-group"])
+        else:
+            found.append(Requirement(entry))
+    return found
 
 
 @pytest.fixture
@@ -43,11 +61,25 @@ def test_each_extra_module_is_installed_by_the_extra_it_names() -> None:
         assert module in names(EXTRAS[extra])
 
 
-def test_the_dev_extra_brings_every_other_extra() -> None:
-    own = [r for r in EXTRAS["dev"] if r.startswith(f"{DISTRIBUTION}[")]
-    assert len(own) == 1
-    brought = set(own[0].removeprefix(f"{DISTRIBUTION}[").removesuffix("]").split(","))
-    assert brought == set(EXTRAS) - {"dev"} == {"eval", "hindi", "postgres", "train"}
+def test_the_dev_tools_are_a_dependency_group_and_not_an_extra() -> None:
+    assert "dev" not in EXTRAS
+    assert {r.name for r in group("dev")} == {r.name for r in group("test") + group("lint")}
+
+
+def test_setup_dev_installs_the_locked_dev_tools_and_every_extra() -> None:
+    script = (ROOT / "scripts" / "setup-dev").read_text()
+    assert "pip install -q -r pylock.dev.toml" in script
+    installed = re.findall(r'pip install -q -e "\.\[([a-z,]+)\]"', script)
+    assert len(installed) == 1
+    assert set(installed[0].split(",")) == set(EXTRAS) == {"eval", "hindi", "postgres", "train"}
+
+
+def test_the_lock_pins_every_dev_tool_at_a_version_the_group_allows() -> None:
+    locked = {canonicalize_name(p["name"]): Version(p["version"]) for p in LOCK["packages"]}
+    for requirement in group("dev"):
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{name} is not in pylock.dev.toml"
+        assert requirement.specifier.contains(locked[name]), (name, str(locked[name]))
 
 
 def test_an_installed_extra_module_is_imported() -> None:
