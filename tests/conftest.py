@@ -23,16 +23,47 @@ settings.load_profile("ci" if IN_CI else "local")
 
 
 # Markers of tests that need something heavy or slow: the model, the browser, PostgreSQL, the
-# corpus, or more than a few seconds. A test with none of them is also marked ``quick``, so the
-# quick subset is ``pytest -m quick``.
+# corpus, or more than a few seconds. A test with none of them is also marked ``quick``. Plain
+# ``pytest`` runs the quick set; ``pytest --full`` (what CI runs) runs every test, and a ``-m``
+# expression selects as it says (``-m browser``).
 HEAVY = frozenset({"whisper", "browser", "postgres", "slow", "corpus"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that carries none of ``HEAVY`` as ``quick``."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--full``: run the heavy tests too."""
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="run every test, the heavy ones too (" + ", ".join(sorted(HEAVY)) + "); "
+        "without it or -m, only the quick set runs",
+    )
+
+
+def quick_only(config: pytest.Config) -> bool:
+    """Whether this run leaves the heavy tests out: neither ``--full`` nor ``-m`` was given."""
+    return not (config.getoption("full") or config.getoption("markexpr"))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say that the heavy tests are left out, and how to run them."""
+    if not quick_only(config):
+        return None
+    marks = ", ".join(sorted(HEAVY))
+    return f"quick set: tests marked {marks} are left out (--full runs them)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test without a ``HEAVY`` marker ``quick``; leave the rest out of a quick run."""
+    heavy: list[pytest.Item] = []
     for item in items:
-        if not HEAVY & {mark.name for mark in item.iter_markers()}:
+        if HEAVY & {mark.name for mark in item.iter_markers()}:
+            heavy.append(item)
+        else:
             item.add_marker(pytest.mark.quick)
+    if heavy and quick_only(config):
+        config.hook.pytest_deselected(items=heavy)
+        left_out = set(heavy)
+        items[:] = [item for item in items if item not in left_out]
 
 
 def require(condition: bool, what: str) -> None:

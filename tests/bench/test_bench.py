@@ -108,6 +108,8 @@ def test_p4_reports_check_times_by_library_size(tmp_path: Path) -> None:
     assert set(figures["growth"]) == {"100->1000"}
 
 
+@pytest.mark.slow
+@pytest.mark.corpus
 def test_p6_reports_the_time_templates_add_per_decision(tmp_path: Path) -> None:
     require(FSDD.is_dir(), f"the FSDD corpus at {FSDD}")
     figures = bench("p6", tmp_path)

@@ -38,6 +38,7 @@ def one_line(text: str) -> str:
     return line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["postgres_down", "under_a_file", "a_folder"])
 def test_serve_on_a_store_it_cannot_open_says_why_in_one_line_and_exits_2(
     which: str, tmp_path: Path

@@ -38,6 +38,7 @@ def test_the_reader_takes_a_card_with_hidden_or_broken_lines_for_something_else(
     assert not looks_like(card.render(PAY.tool, {**PAY.arguments, "to": "\u0430sha"}), PAY)
 
 
+@pytest.mark.slow
 async def test_worst_case_agent_makes_no_unconfirmed_change(tmp_path: Path) -> None:
     results = await agent.run_suite(tmp_path)
     doc = agent.summary(results)
@@ -49,6 +50,7 @@ async def test_worst_case_agent_makes_no_unconfirmed_change(tmp_path: Path) -> N
     assert sum(r.executed for r in results) == sum(r.expected_runs for r in results) > 0
 
 
+@pytest.mark.slow
 async def test_the_count_sees_a_write_the_user_did_not_mean(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ def no_voice(_: object) -> None:
     return None
 
 
+@pytest.mark.slow
 async def test_past_a_spent_pairing_budget_the_next_phone_waits_and_pairs_over_the_route() -> None:
     clock = ManualClock()
     waits: list[float] = []
@@ -57,6 +58,7 @@ async def test_a_pairing_budget_that_never_turns_over_is_a_config_error_and_pair
     assert len(waits) == harness.PAIRING_TRIES - 1
 
 
+@pytest.mark.slow
 async def test_the_eval_app_pairs_more_phones_than_the_servers_budget_allows() -> None:
     async with local.in_process(no_voice) as rig:
         for n in range(GLOBAL_LIMIT + 1):

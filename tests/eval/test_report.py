@@ -157,6 +157,7 @@ def test_confusion_puts_a_wrong_card_in_its_own_column() -> None:
     assert sum(sum(row.values()) for row in table.values()) == 3
 
 
+@pytest.mark.slow
 def test_the_markdown_report_lists_every_false_release(tmp_path: Path) -> None:
     results = [result(), result(id="bad", card=3, write=3)]
     plots = write_plots(results, tmp_path)

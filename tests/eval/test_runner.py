@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from tests.device.test_enrol import take
@@ -143,6 +144,7 @@ def test_answers_parse_whatever_the_status() -> None:
     assert runner.parse_answer(422, {"decision": "confirm", "card": 1, "reason": "x"})[1] is None
 
 
+@pytest.mark.slow
 async def test_a_hundred_answers_from_one_user_are_all_decided_not_throttled(
     tmp_path: Path,
 ) -> None:
@@ -218,6 +220,7 @@ def unsure(store: Store) -> VoicePipeline:
     )
 
 
+@pytest.mark.slow
 async def test_an_enrolment_line_may_set_the_hard_flag_through_the_device_api(
     tmp_path: Path,
 ) -> None:
@@ -230,6 +233,7 @@ async def test_an_enrolment_line_may_set_the_hard_flag_through_the_device_api(
         assert await harness.store.templates.hard("u1") is False
 
 
+@pytest.mark.slow
 async def test_enrolment_lines_are_taught_through_the_device_api_and_are_not_cases(
     tmp_path: Path,
 ) -> None:

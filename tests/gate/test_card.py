@@ -195,6 +195,7 @@ def test_summary_cuts_long_values() -> None:
     )  # 102 JSON characters, 40 shown
 
 
+@pytest.mark.slow
 @NO_DEADLINE
 @given(st.text(max_size=20), arguments)
 def test_one_line_per_argument_always(tool: str, args: dict[str, Any]) -> None:
@@ -208,6 +209,7 @@ def test_one_line_per_argument_always(tool: str, args: dict[str, Any]) -> None:
     assert all(line.startswith("  ") and " = " in line for line in lines[1:])
 
 
+@pytest.mark.slow
 @NO_DEADLINE
 @given(arguments)
 def test_no_raw_hiding_character_survives(args: dict[str, Any]) -> None:
@@ -318,6 +320,7 @@ def test_cards_that_show_alike_are_named_with_their_numbers() -> None:
     assert labels == ["t '1' (card 1)", "t '1' (card 2)"]
 
 
+@pytest.mark.slow
 @NO_DEADLINE
 @given(cards, text)
 def test_names_tell_every_card_apart_and_hide_nothing(

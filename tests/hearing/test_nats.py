@@ -87,6 +87,7 @@ async def test_several_utterances_at_once_each_get_their_own_hearing(nats_url: s
     assert sorted(h.text for h in heard) == ["Four.", "One.", "Three.", "Two."]
 
 
+@pytest.mark.slow
 async def test_with_no_worker_an_answer_is_refused_within_the_deadline(nats_url: str) -> None:
     async with gate(nats_url, deadline=1.5) as hearing:
         started = time.monotonic()

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from tests.mcp.harness import Running, data, register_device, serve
@@ -60,6 +61,7 @@ async def check_every_write(running: Running, ask: Caller) -> None:
                 await gate.withdraw(pending.id)
 
 
+@pytest.mark.slow
 async def test_arguments_at_the_limit_are_proposed_over_http_and_one_level_deeper_refused(
     tmp_path: Path,
 ) -> None:

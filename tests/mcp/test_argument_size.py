@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.mcp.harness import Running, serve
 from tests.mcp.test_argument_depth import Caller, _over, _over_stdio
 from tests.mcp.test_stdio_front import OPENING
@@ -65,6 +67,7 @@ async def check_sizes(running: Running, mode: Mode, ask: Caller) -> None:
     assert (receipt.mode, receipt.outcome, receipt.arguments) == (mode, "executed", arguments)
 
 
+@pytest.mark.slow
 async def test_arguments_at_the_limit_run_over_http_with_a_receipt_and_a_byte_more_is_refused(
     tmp_path: Path,
 ) -> None:
@@ -72,6 +75,7 @@ async def test_arguments_at_the_limit_run_over_http_with_a_receipt_and_a_byte_mo
         await check_sizes(running, Mode.TOKEN, _over(agent))
 
 
+@pytest.mark.slow
 async def test_arguments_at_the_limit_run_over_stdio_with_a_receipt_and_a_byte_more_is_refused(
     tmp_path: Path,
 ) -> None:
@@ -80,6 +84,7 @@ async def test_arguments_at_the_limit_run_over_stdio_with_a_receipt_and_a_byte_m
         await check_sizes(running, Mode.TOKEN, _over_stdio(front, [OPENING]))
 
 
+@pytest.mark.slow
 async def test_a_tool_named_at_mcps_limit_takes_arguments_at_theirs_and_a_longer_name_is_refused(
     tmp_path: Path,
 ) -> None:

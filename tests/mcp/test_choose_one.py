@@ -31,6 +31,7 @@ def three_notes() -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_choose_one_with_three_options_runs_only_the_chosen_one(
     tmp_path: Path, mode: str
@@ -108,6 +109,7 @@ async def test_choose_one_question_reaches_the_device_escaped_and_flagged(tmp_pa
         )
 
 
+@pytest.mark.slow
 async def test_choose_one_with_a_high_risk_option_asks_for_the_second_yes(
     tmp_path: Path,
 ) -> None:
@@ -138,6 +140,7 @@ async def test_choose_one_with_a_high_risk_option_asks_for_the_second_yes(
         assert calls.get("delete_note") == 1 and "write_note" not in calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "reason"),
     [
@@ -160,6 +163,7 @@ async def test_choose_one_with_a_bad_option_is_refused_and_opens_nothing(
         assert await gate.assembly.services.gate.open_for("owner") == []
 
 
+@pytest.mark.slow
 async def test_choose_one_refuses_an_option_the_operator_disabled_or_approves_in_chat(
     tmp_path: Path,
 ) -> None:
@@ -180,6 +184,7 @@ async def test_choose_one_refuses_an_option_the_operator_disabled_or_approves_in
         assert await gate.assembly.services.gate.open_for("owner") == []
 
 
+@pytest.mark.slow
 async def test_choose_one_with_a_client_that_shows_links_resumes_the_same_set(
     tmp_path: Path,
 ) -> None:

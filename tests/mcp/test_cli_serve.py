@@ -136,6 +136,7 @@ async def voicegate_serve(
 NOTES = ["--upstream-cmd", f"{PYTHON} -m voicegate.mcp.notes"]
 
 
+@pytest.mark.slow
 async def test_serve_gates_a_stdio_upstream_end_to_end(tmp_path: Path) -> None:
     pidfile = tmp_path / "notes.pids"
     flags = [
@@ -186,6 +187,7 @@ async def test_serve_gates_a_stdio_upstream_end_to_end(tmp_path: Path) -> None:
 CODE_LINE = re.compile(r"Pairing code for owner \(tap\): (\d{4}) (\d{4})")
 
 
+@pytest.mark.slow
 async def test_a_tap_on_a_device_paired_by_the_cli_releases_the_write_with_a_receipt(
     tmp_path: Path,
 ) -> None:
@@ -260,6 +262,7 @@ async def test_a_tap_on_a_device_paired_by_the_cli_releases_the_write_with_a_rec
     assert out.splitlines()[-1] == "1 receipt, 0 problems"
 
 
+@pytest.mark.slow
 async def test_generated_token_is_printed_once_and_works(tmp_path: Path) -> None:
     async with voicegate_serve(tmp_path, *NOTES, last="Bearer token") as served:
         assert served.banner[0].startswith(f"Agent MCP endpoint: {served.base}/mcp")
@@ -269,6 +272,7 @@ async def test_generated_token_is_printed_once_and_works(tmp_path: Path) -> None
             assert data(await agent.call_tool("list_notes", {})) == {"notes": {}}
 
 
+@pytest.mark.slow
 async def test_on_port_0_the_banner_names_the_port_the_system_chose(tmp_path: Path) -> None:
     async with voicegate_serve(tmp_path, *NOTES, "--token", TOKEN, port=0) as served:
         (line,) = [line for line in served.banner if line.startswith("Approve on your device")]
@@ -282,6 +286,7 @@ async def test_on_port_0_the_banner_names_the_port_the_system_chose(tmp_path: Pa
         assert health.status_code == 200
 
 
+@pytest.mark.slow
 async def test_serve_logs_which_tools_pass_straight_through_and_why(tmp_path: Path) -> None:
     # The notes server annotates list_notes readOnlyHint: true; stats is named with --reads.
     flags = [*NOTES, "--token", TOKEN, "--reads", "stats"]
@@ -293,6 +298,7 @@ async def test_serve_logs_which_tools_pass_straight_through_and_why(tmp_path: Pa
     assert "write_note" not in message
 
 
+@pytest.mark.slow
 async def test_serve_logs_the_high_risk_tools_and_a_glob_that_matches_nothing(
     tmp_path: Path,
 ) -> None:
@@ -311,6 +317,7 @@ async def test_serve_logs_the_high_risk_tools_and_a_glob_that_matches_nothing(
     assert said["globs that match no listed tool: --high-risk 'delet_*'"] == "warning"
 
 
+@pytest.mark.slow
 async def test_a_busy_port_is_one_line_before_any_upstream_is_started(tmp_path: Path) -> None:
     pidfile = tmp_path / "notes.pids"
     with socket.socket() as taken:
@@ -330,6 +337,7 @@ async def test_a_busy_port_is_one_line_before_any_upstream_is_started(tmp_path: 
     assert not pidfile.exists()
 
 
+@pytest.mark.slow
 async def test_tool_name_clash_is_one_line_and_exit_code_2_before_the_banner(
     tmp_path: Path,
 ) -> None:
@@ -373,6 +381,7 @@ def header_upstream() -> tuple[MCPServer, list[str]]:
     return server, seen
 
 
+@pytest.mark.slow
 async def test_http_upstream_gets_the_extra_headers(tmp_path: Path) -> None:
     upstream, seen = header_upstream()
     sock = socket.socket()
@@ -515,6 +524,7 @@ async def test_connections_to_the_serve_socket_send_without_delay() -> None:
     assert nodelay and nodelay[0] != 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["missing", "not_executable"])
 async def test_an_upstream_command_that_cannot_start_stops_the_gate_at_start(
     which: str, tmp_path: Path

@@ -35,6 +35,7 @@ def demo(tmp_path: Path, *flags: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_an_explicit_busy_port_is_an_error_that_names_it(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -48,6 +49,7 @@ def test_an_explicit_busy_port_is_an_error_that_names_it(tmp_path: Path) -> None
     assert not list(tmp_path.glob("voicegate-demo-*"))
 
 
+@pytest.mark.slow
 def test_the_demo_logs_each_event_once_to_its_file_and_removes_its_store_on_sigterm(
     tmp_path: Path,
 ) -> None:
@@ -73,6 +75,7 @@ def test_the_demo_logs_each_event_once_to_its_file_and_removes_its_store_on_sigt
     assert not list(tmp_path.glob("voicegate-demo-*"))
 
 
+@pytest.mark.slow
 def test_sigterm_before_serving_closes_the_stdio_upstream_and_exits_143(tmp_path: Path) -> None:
     """The upstream starts and never answers, so the gate is still starting when SIGTERM comes:
     the upstream's process is closed on the way out, not left running, and no traceback."""

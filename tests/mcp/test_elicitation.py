@@ -18,6 +18,7 @@ from tests.mcp.harness import data, register_device, serve, tap_in_process
 from voicegate.mcp.policy import Policy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_client_that_shows_links_is_pointed_to_the_approve_page(
     tmp_path: Path, mode: str
@@ -53,6 +54,7 @@ async def test_client_that_shows_links_is_pointed_to_the_approve_page(
         assert status["result"]["structuredContent"] == {"written": "a", "count": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_client_without_link_support_still_gets_the_pending_reply(
     tmp_path: Path, mode: str
@@ -67,6 +69,7 @@ async def test_client_without_link_support_still_gets_the_pending_reply(
         assert status["status"] == "waiting"
 
 
+@pytest.mark.slow
 async def test_a_resumed_call_reports_the_outcome_of_the_set_it_proposed(tmp_path: Path) -> None:
     """A 2026-07-28 client that retries after the user already answered sees the outcome."""
 
@@ -89,6 +92,7 @@ async def test_a_resumed_call_reports_the_outcome_of_the_set_it_proposed(tmp_pat
         assert done["result"]["structuredContent"] == {"written": "a", "count": 1}
 
 
+@pytest.mark.slow
 async def test_first_round_names_the_pending_id_and_seals_its_state(tmp_path: Path) -> None:
     async def show(ctx: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         return ElicitResult(action="accept")

@@ -18,6 +18,7 @@ from voicegate.secrets import KeyRing
 DEFAULT = Policy(reads=("crash",), high_risk=("delete_*",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_write_waits_for_a_tap_then_runs_once_with_a_receipt(
     tmp_path: Path, mode: str
@@ -58,6 +59,7 @@ async def test_write_waits_for_a_tap_then_runs_once_with_a_receipt(
         assert receipt.id == status["receipt_id"]
 
 
+@pytest.mark.slow
 async def test_gate_answer_releases_the_write_and_pending_status_shows_the_result(
     tmp_path: Path,
 ) -> None:
@@ -153,6 +155,7 @@ async def test_reject_mode_fails_closed_and_delegate_mode_runs_with_its_receipt(
         assert (receipt.tool, receipt.mode) == ("delete_note", "delegate")
 
 
+@pytest.mark.slow
 async def test_hundred_reads_and_ten_lists_start_the_upstream_once(tmp_path: Path) -> None:
     async with serve(tmp_path, DEFAULT) as gate, gate.agent() as agent:
         for _ in range(10):
@@ -175,6 +178,7 @@ async def test_malicious_value_cannot_add_an_argument_line_to_the_card(tmp_path:
         assert "\u202e" not in card
 
 
+@pytest.mark.slow
 async def test_dead_upstream_fails_the_call_in_flight_and_the_next_call_reconnects(
     tmp_path: Path,
 ) -> None:

@@ -39,6 +39,7 @@ async def no_grants(gate: Running) -> bool:
     return await gate.store.grants.live(None, gate.assembly.services.clock()) == []
 
 
+@pytest.mark.slow
 async def test_a_grant_made_by_tap_runs_the_same_call_at_once_and_says_so(tmp_path: Path) -> None:
     async with (
         serve(tmp_path, POLICY) as gate,
@@ -86,6 +87,7 @@ async def test_a_grant_made_by_tap_runs_the_same_call_at_once_and_says_so(tmp_pa
         assert all(r.grant and r.grant.made_receipt == made["receipt_id"] for r in under)
 
 
+@pytest.mark.slow
 async def test_the_user_lists_a_grant_and_ends_it_now(tmp_path: Path) -> None:
     async with (
         serve(tmp_path, POLICY) as gate,
@@ -109,6 +111,7 @@ async def test_the_user_lists_a_grant_and_ends_it_now(tmp_path: Path) -> None:
         assert later["status"] == "pending_user_confirmation"
 
 
+@pytest.mark.slow
 async def test_no_agent_side_path_makes_a_grant(tmp_path: Path) -> None:
     async with (
         serve(tmp_path, POLICY) as gate,
@@ -169,6 +172,7 @@ async def test_a_high_risk_card_with_a_grant_ask_releases_nothing(tmp_path: Path
         assert await no_grants(gate)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "grant",
     [{"minutes": "10", "uses": 5}, {"minutes": 10.0, "uses": 5}, {"minutes": 10, "uses": True},

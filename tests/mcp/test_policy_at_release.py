@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.mcp.harness import data, serve, tap_in_process
 from voicegate.domain import Risk, Stage
 from voicegate.mcp.policy import Mode, Policy
@@ -15,6 +17,7 @@ from voicegate.store.memory import MemoryStore
 STRICTER = Policy(high_risk=("write_*",), modes=(("delete_*", Mode.REJECT),))
 
 
+@pytest.mark.slow
 async def test_a_restart_with_a_stricter_policy_reaches_the_cards_already_waiting(
     tmp_path: Path,
 ) -> None:
@@ -39,6 +42,7 @@ async def test_a_restart_with_a_stricter_policy_reaches_the_cards_already_waitin
         assert data(await agent.call_tool("list_notes", {})) == {"notes": {"a": "b"}}
 
 
+@pytest.mark.slow
 async def test_the_same_policy_releases_a_low_risk_card_on_one_yes(tmp_path: Path) -> None:
     store = MemoryStore()
     async with serve(tmp_path, Policy(), store=store) as gate, gate.agent() as agent:

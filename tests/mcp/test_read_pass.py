@@ -138,6 +138,7 @@ async def gate_over(tmp_path: Path, kind: str) -> AsyncIterator[Running]:
         yield running
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["stdio", "http"])
 async def test_every_request_gets_the_answer_the_sdk_path_gives(tmp_path: Path, kind: str) -> None:
     async with (
@@ -161,6 +162,7 @@ async def test_every_request_gets_the_answer_the_sdk_path_gives(tmp_path: Path, 
         assert stats[1]["result"]["structuredContent"]["calls"]["list_notes"] == 8
 
 
+@pytest.mark.slow
 async def test_a_write_at_2026_07_28_never_passes_through(tmp_path: Path) -> None:
     async with (
         serve(tmp_path, POLICY) as running,
@@ -177,6 +179,7 @@ async def test_a_write_at_2026_07_28_never_passes_through(tmp_path: Path) -> Non
         assert "write_note" not in stats[1]["result"]["structuredContent"]["calls"]
 
 
+@pytest.mark.slow
 async def test_a_read_without_the_agent_token_is_refused_before_any_path(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as running, httpx.AsyncClient(base_url=running.base) as http:
         for token in ("", "Bearer wrong-token"):
@@ -187,6 +190,7 @@ async def test_a_read_without_the_agent_token_is_refused_before_any_path(tmp_pat
         assert running.upstream_starts() <= 1  # the start-up listing, never a read
 
 
+@pytest.mark.slow
 async def test_an_upstream_lost_during_a_read_is_a_refusal_and_the_next_read_reconnects(
     tmp_path: Path,
 ) -> None:

@@ -25,6 +25,7 @@ def stdio(kind: str) -> UpstreamSpec:
     return UpstreamSpec.from_command([sys.executable, "-m", "tests.mcp.upstreams", kind])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_tool_announced_after_a_lookup_is_found_by_the_next_one(mode: str) -> None:
     async with UpstreamPool(stdio("growing"), mode=mode) as pool:
@@ -80,6 +81,7 @@ def modern_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("header", "passes"), [("eu", True), ("us", False)])
 async def test_a_read_whose_param_header_disagrees_with_its_arguments_is_refused(
     tmp_path: Path, header: str, passes: bool

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from mcp import Client
 
 from tests.mcp.harness import Phone, Running, data, serve
@@ -60,6 +61,7 @@ def assert_marked(result: Any) -> None:
     assert set(result) == {"unrecordable_result", "why"}
 
 
+@pytest.mark.slow
 async def test_a_result_too_deep_for_the_receipt_is_marked_and_the_token_write_keeps_its_receipt(
     tmp_path: Path,
 ) -> None:
@@ -81,6 +83,7 @@ async def test_a_result_too_deep_for_the_receipt_is_marked_and_the_token_write_k
         assert_marked(marked.result)
 
 
+@pytest.mark.slow
 async def test_a_result_too_deep_for_the_receipt_is_marked_and_the_tapped_write_keeps_its_receipt(
     tmp_path: Path,
 ) -> None:

@@ -184,6 +184,7 @@ async def both(running: Running, lines: list[bytes], due: int, **how: Any) -> li
     return ours
 
 
+@pytest.mark.slow
 async def test_every_request_gets_the_answer_the_sdk_gives(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as running:
         reads = running.assembly.reads
@@ -203,6 +204,7 @@ async def test_every_request_gets_the_answer_the_sdk_gives(tmp_path: Path) -> No
         assert by_id(stats)['"s"']["result"]["structuredContent"]["calls"]["list_notes"] == 8
 
 
+@pytest.mark.slow
 async def test_lines_the_sdk_reads_otherwise_are_read_as_it_reads_them(tmp_path: Path) -> None:
     read = encoded(call("list_notes", {}, request_id="r"))
     odd = [
@@ -220,6 +222,7 @@ async def test_lines_the_sdk_reads_otherwise_are_read_as_it_reads_them(tmp_path:
             await both(running, lines, 2)
 
 
+@pytest.mark.slow
 async def test_a_line_that_is_no_message_gets_the_http_fronts_error_and_runs_nothing(
     tmp_path: Path,
 ) -> None:
@@ -242,6 +245,7 @@ async def test_a_line_that_is_no_message_gets_the_http_fronts_error_and_runs_not
         assert "read_note" not in by_id(stats)["1"]["result"]["structuredContent"]["calls"]
 
 
+@pytest.mark.slow
 async def test_the_first_request_decides_the_era_and_only_a_modern_one_is_read_here(
     tmp_path: Path,
 ) -> None:
@@ -272,6 +276,7 @@ async def test_the_first_request_decides_the_era_and_only_a_modern_one_is_read_h
         assert reads.answered == 1
 
 
+@pytest.mark.slow
 async def test_a_cancelled_read_gets_no_answer_and_the_next_one_does(tmp_path: Path) -> None:
     slow = call("sleep", {"seconds": 20}, request_id="slow")
     cancel: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
@@ -284,6 +289,7 @@ async def test_a_cancelled_read_gets_no_answer_and_the_next_one_does(tmp_path: P
         assert time.monotonic() - started < 20  # neither waited for the read it was told to drop
 
 
+@pytest.mark.slow
 async def test_a_read_running_when_the_agent_closes_its_end_ends_as_the_sdk_ends_its_own(
     tmp_path: Path,
 ) -> None:
@@ -298,6 +304,7 @@ async def test_a_read_running_when_the_agent_closes_its_end_ends_as_the_sdk_ends
         assert closed == {"code": CONNECTION_CLOSED, "message": "Connection closed"}, answers
 
 
+@pytest.mark.slow
 async def test_a_write_on_stdio_waits_for_the_device_and_runs_once_tapped(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as running:
         front = StdioFront(running.assembly.reads)
@@ -337,6 +344,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_real_stdio_gate_answers_on_stdout_alone_and_ends_with_its_stdin(tmp_path: Path) -> None:
     sent = [OPENING, call("list_notes", {}, request_id=2)]
     sent.append(call("read_note", {"name": "x"}, request_id=3))
@@ -366,6 +374,7 @@ def test_a_real_stdio_gate_answers_on_stdout_alone_and_ends_with_its_stdin(tmp_p
     assert {"list_notes", "write_note", "pending_status"} <= set(tools)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_sdk_client_uses_a_real_stdio_gate_in_either_era(
     tmp_path: Path, mode: str
@@ -380,6 +389,7 @@ async def test_the_sdk_client_uses_a_real_stdio_gate_in_either_era(
         assert absent.structured_content == {"name": "n", "text": None}
 
 
+@pytest.mark.slow
 def test_a_host_that_stops_reading_does_not_crash_the_gate(tmp_path: Path) -> None:
     proc = _gate(tmp_path)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -430,6 +440,7 @@ def _wait_until_served(port: int) -> None:
     raise AssertionError(f"nothing answered on port {port}")
 
 
+@pytest.mark.slow
 def test_a_gate_on_a_terminal_stops_at_a_signal(tmp_path: Path) -> None:
     main, terminal = pty.openpty()
     port = _free_port()
@@ -449,6 +460,7 @@ def test_a_gate_on_a_terminal_stops_at_a_signal(tmp_path: Path) -> None:
         os.close(terminal)
 
 
+@pytest.mark.slow
 def test_the_wire_keeps_its_blocking_mode_for_whoever_shares_it(tmp_path: Path) -> None:
     probe = f"{sys.executable} -c 'import os; print(os.get_blocking(0), os.get_blocking(1))'"
     script = f"{shlex.join(_gate_command(tmp_path))} < /dev/stdin; {probe}"
@@ -463,6 +475,7 @@ def test_the_wire_keeps_its_blocking_mode_for_whoever_shares_it(tmp_path: Path) 
     assert done.stdout.splitlines()[-1] == b"True True"
 
 
+@pytest.mark.slow
 def test_a_line_over_the_limit_is_refused_under_its_id_and_the_next_is_served(
     tmp_path: Path,
 ) -> None:
@@ -504,6 +517,7 @@ class _Answers:
         self._stream.close()
 
 
+@pytest.mark.slow
 def test_a_real_stdio_gate_answers_each_line_that_is_no_message_and_serves_the_next(
     tmp_path: Path,
 ) -> None:
@@ -527,6 +541,7 @@ def test_a_real_stdio_gate_answers_each_line_that_is_no_message_and_serves_the_n
     proc.stderr.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db", ["rel.db", "memory"])
 def test_the_banner_names_a_store_pair_can_reach_from_any_folder(tmp_path: Path, db: str) -> None:
     command = _gate_command(tmp_path)
@@ -540,6 +555,7 @@ def test_the_banner_names_a_store_pair_can_reach_from_any_folder(tmp_path: Path,
         assert f"--db {tmp_path.resolve() / db} " in banner
 
 
+@pytest.mark.slow
 def test_an_upstream_that_cannot_be_listed_is_an_error_that_says_why(tmp_path: Path) -> None:
     command = _gate_command(tmp_path)
     command[command.index("--upstream-cmd") + 1] = f"{sys.executable} -c 'raise SystemExit(3)'"

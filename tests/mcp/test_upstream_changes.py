@@ -15,6 +15,7 @@ def upstream(kind: str) -> UpstreamSpec:
     return UpstreamSpec.from_command([sys.executable, "-m", "tests.mcp.upstreams", kind])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_tool_added_and_announced_is_listed_at_once(mode: str) -> None:
     async with UpstreamPool(upstream("growing"), mode=mode) as pool:
@@ -29,6 +30,7 @@ async def test_a_tool_added_and_announced_is_listed_at_once(mode: str) -> None:
         assert pool.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
 
 
+@pytest.mark.slow
 async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
     async with UpstreamPool(upstream("growing")) as pool:
         # Connecting returns only once the upstream acknowledged the change stream.
@@ -38,6 +40,7 @@ async def test_the_change_stream_is_open_before_the_session_is_used() -> None:
         assert pool.protocol_version == "2026-07-28"
 
 
+@pytest.mark.slow
 async def test_without_a_change_stream_every_listing_asks_the_upstream() -> None:
     async with UpstreamPool(upstream("deaf")) as pool:
         catalog = Catalog(pool, Policy())

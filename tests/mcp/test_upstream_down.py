@@ -49,6 +49,7 @@ def signal_handlers() -> Iterator[None]:
         signal.signal(sig, handler)
 
 
+@pytest.mark.slow
 async def test_the_gates_own_tools_answer_while_the_upstream_is_down(tmp_path: Path) -> None:
     async with contextlib.AsyncExitStack() as upstream_up:
         upstream = await upstream_up.enter_async_context(notes_over_http())

@@ -44,6 +44,7 @@ async def test_a_command_that_exits_at_once_fails_as_closed_early() -> None:
     assert await failure_of(python("raise SystemExit(3)")) is Failure.CLOSED_EARLY
 
 
+@pytest.mark.slow
 async def test_an_upstream_silent_at_the_handshake_is_given_up_at_the_answer_timeout() -> None:
     # It reads stdin and says nothing; a tool call's 300 s must not be what the handshake waits.
     spec = python("import sys, time; sys.stdin.read(); time.sleep(60)")

@@ -149,6 +149,7 @@ async def test_a_revoked_device_gets_no_push(w: World, service: PushService) -> 
     assert service.received == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "field"),
     [

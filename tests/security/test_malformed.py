@@ -155,6 +155,7 @@ RECORDINGS: dict[str, tuple[Callable[[], bytes], str, Reason]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", audio.FORMATS)
 async def test_every_accepted_format_releases_when_heard(w: World, fmt: str) -> None:
     """The control: a valid recording reaches the recogniser and releases its set, so the
@@ -167,6 +168,7 @@ async def test_every_accepted_format_releases_when_heard(w: World, fmt: str) -> 
     assert await w.writes_run() == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(RECORDINGS))
 async def test_hostile_recording_is_refused_unheard_with_its_reason_and_runs_nothing(
     w: World, kind: str
@@ -300,6 +302,7 @@ TAP_BODIES: dict[str, tuple[bytes, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(TAP_BODIES))
 async def test_hostile_tap_body_is_refused_with_a_reason_and_runs_nothing(
     w: World, kind: str
@@ -311,6 +314,7 @@ async def test_hostile_tap_body_is_refused_with_a_reason_and_runs_nothing(
     await nothing_ran(w, pending)
 
 
+@pytest.mark.slow
 async def test_giant_json_is_refused_before_parsing(w: World) -> None:
     response = await w.device.post_json("/device/more-time", {"pending_id": "x" * 100_000})
     assert refused(response, 413) is Reason.TOO_LARGE
@@ -383,6 +387,7 @@ HEADER_ATTACKS: dict[str, tuple[Callable[[dict[str, str]], None], Reason]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(HEADER_ATTACKS))
 async def test_hostile_signature_headers_are_refused_and_run_nothing(w: World, kind: str) -> None:
     mutate, reason = HEADER_ATTACKS[kind]
@@ -459,6 +464,7 @@ async def test_unknown_pending_id_is_404(w: World) -> None:
     await nothing_ran(w, pending)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "pending_id", ["", "x" * 101, "../../etc/passwd", "p_\x00\x01", "p_💣", "' OR 1=1 --"]
 )
@@ -611,6 +617,7 @@ MALFORMED_TOKENS: list[Any] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("token", MALFORMED_TOKENS, ids=[repr(t)[:30] for t in MALFORMED_TOKENS])
 async def test_token_mode_refuses_malformed_tokens_and_runs_nothing(token: Any) -> None:
     async with world(modes="write_note=token") as w:

@@ -65,6 +65,7 @@ async def test_a_named_proxy_is_trusted_to_say_who_the_client_is() -> None:
         assert again[-1] == Reason.PAIRING_BUDGET
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8800", "192.0.2.1", ""])
 async def test_a_foreign_host_reaches_no_route(host: str) -> None:
     async with served() as probe:

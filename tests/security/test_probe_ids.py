@@ -61,6 +61,7 @@ async def agent_asks(probe: Probe, tool: str, raw_id: bytes) -> str:
     return reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", ["pending_status", "withdraw"])
 async def test_undecodable_ids_from_the_agent_are_bad_requests_not_outages(
     probe: Probe, tool: str

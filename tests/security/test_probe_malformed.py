@@ -32,6 +32,7 @@ MALFORMED: list[bytes] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("request_bytes", MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
 async def test_a_malformed_request_on_a_real_socket_is_never_a_server_error(
     request_bytes: bytes,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.mcp.harness import data, register_device, serve
 from voicegate.gate.quota import DEFAULT
 from voicegate.mcp.policy import Policy
@@ -12,6 +14,7 @@ from voicegate.reasons import Reason
 POLICY = Policy(reads=("list_notes", "stats"))
 
 
+@pytest.mark.slow
 async def test_a_proposal_flood_leaves_at_most_the_open_cap_on_the_device(
     tmp_path: Path,
 ) -> None:
@@ -29,6 +32,7 @@ async def test_a_proposal_flood_leaves_at_most_the_open_cap_on_the_device(
         assert len(waiting) == DEFAULT.open_per_user
 
 
+@pytest.mark.slow
 async def test_a_card_with_huge_arguments_is_refused_and_not_stored(tmp_path: Path) -> None:
     async with serve(tmp_path, POLICY) as gate, gate.agent() as agent:
         big = {"name": "n", "text": "x" * (DEFAULT.argument_bytes + 1)}

@@ -148,6 +148,7 @@ def served() -> Iterator[tuple[TestClient, SigningDevice, PendingSet]]:
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@pytest.mark.slow
 @SCHEMA.parametrize()
 @FUZZ
 def test_no_generated_device_request_is_a_server_error(
@@ -157,6 +158,7 @@ def test_no_generated_device_request_is_a_server_error(
     assert EXECUTED.calls == []
 
 
+@pytest.mark.slow
 @REAL_SCHEMA.parametrize()
 @FUZZ
 def test_no_generated_request_to_the_served_app_is_a_server_error(

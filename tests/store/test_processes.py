@@ -18,6 +18,7 @@ def test_two_processes_spend_a_key_once_in_one_sqlite_file(tmp_path: Path) -> No
     assert sum(spend_from_two_processes(str(tmp_path / "gate.db"))) == 1
 
 
+@pytest.mark.slow
 def test_two_processes_open_new_sqlite_files_at_once(tmp_path: Path) -> None:
     # both ask to switch each new file to WAL at the same moment; SQLite refuses one of them at
     # once (a few races in a hundred), and that one must wait its turn, not fail to start

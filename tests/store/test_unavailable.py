@@ -89,6 +89,7 @@ async def down_store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     await store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "call"), CALLS, ids=[name for name, _ in CALLS])
 async def test_every_method_of_a_down_store_raises_store_unavailable(
     down_store: Store, name: str, call: Callable[[Store], Awaitable[object]]

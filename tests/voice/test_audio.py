@@ -63,6 +63,7 @@ def refused(data: bytes, content_type: str | None = None, **limits: float) -> Re
     return caught.value.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_upload_format_decodes_to_16k_mono(fmt: str) -> None:
     clip = decode(encode(speechlike(48000), 48000, fmt))

@@ -28,6 +28,7 @@ async def test_a_wrong_method_answers_405_with_a_reason(w: World) -> None:
     assert response.json()["reason"] == Reason.BAD_REQUEST
 
 
+@pytest.mark.slow
 async def test_a_pairing_body_of_the_wrong_shape_is_a_bad_request(w: World) -> None:
     response = await w.http.post("/device/pair", json={"code": ["not", "a", "code"]})
     assert response.status_code in (400, 401, 429)
