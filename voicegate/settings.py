@@ -37,6 +37,11 @@ MAX_TOKEN_TTL = 3600.0
 MIN_TOKEN_CHARS = 16
 # Each held voice upload may be 2 MiB, so 256 of them bound the memory they take to 512 MiB.
 MAX_VOICE_IN_FLIGHT = 256
+# A release still ``executing`` this long after its claim is taken as interrupted and settled
+# as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is settled by
+# whichever replica sweeps next.
+RELEASE_LEASE = 600.0  # 10 minutes, in seconds
+LEASE_ENV = "VOICEGATE_RELEASE_LEASE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +62,8 @@ class ServerConfig:
     proposal_limits: ProposalLimits = field(default_factory=ProposalLimits)
     # Pairing attempts per address and in all per window (``voicegate.device.pairing``).
     pairing_limits: PairingLimits = field(default_factory=PairingLimits)
-    # A release still ``executing`` this long after its claim is taken as interrupted and
-    # settled as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is
-    # settled by whichever replica sweeps next.
-    release_lease: float = 600.0  # 10 minutes, in seconds
+    # Seconds before a release still ``executing`` is settled as interrupted (``RELEASE_LEASE``).
+    release_lease: float = RELEASE_LEASE
     # The bearer token a scraper sends to ``/metrics``; see ``metrics_tokens``.
     metrics_token: Secret | None = None
     # How long a token-mode ``confirmationToken`` stays valid, in seconds.
@@ -203,14 +206,11 @@ def check_startup(config: ServerConfig, *, store_durable: bool) -> None:
         )
 
 
-LEASE_ENV = "VOICEGATE_RELEASE_LEASE"
-
-
 def lease_from(env: Mapping[str, str] = os.environ) -> float:
-    """The release lease in seconds from ``VOICEGATE_RELEASE_LEASE``, else 10 minutes."""
+    """The release lease in seconds from ``VOICEGATE_RELEASE_LEASE``, else ``RELEASE_LEASE``."""
     raw = env.get(LEASE_ENV, "").strip()
     try:
-        return float(raw) if raw else 600.0
+        return float(raw) if raw else RELEASE_LEASE
     except ValueError as exc:
         raise ConfigError(f"{LEASE_ENV} must be a number of seconds, not {raw!r}") from exc
 

@@ -121,12 +121,8 @@ def build_app(
     store: Store,
     voice: VoicePipeline | None = None,
     clock: Callable[[], float] = time.time,
-    token_ttl: float | None = None,
 ) -> FastAPI:
-    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``.
-
-    ``token_ttl``, when given, overrides ``config.token_ttl`` (the token lifetime in seconds).
-    """
+    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``."""
     keys = config.signing_keys()
     events = Events()
     pool = UpstreamPool(upstream)
@@ -162,9 +158,7 @@ def build_app(
     tools = GatedTools(
         gate,
         catalog,
-        tokens=TokenCodec(
-            keys, ttl=config.token_ttl if token_ttl is None else token_ttl, clock=clock
-        ),
+        tokens=TokenCodec(keys, ttl=config.token_ttl, clock=clock),
         options=options,
         clock=clock,
         events=events,
