@@ -37,6 +37,14 @@ MAX_TOKEN_TTL = 3600.0
 MIN_TOKEN_CHARS = 16
 # Each held voice upload may be 2 MiB, so 256 of them bound the memory they take to 512 MiB.
 MAX_VOICE_IN_FLIGHT = 256
+# Voice uploads one process holds at once unless the operator says otherwise; the voice
+# pipeline's queue is made as long.
+VOICE_IN_FLIGHT = 16
+# 2 MiB holds far more than the longest answer the audio checks accept (Opus at 32 kbit/s is
+# about 4 KiB a second), yet stops a runaway upload before it is read into memory.
+MAX_VOICE_BYTES = 2 * 1024 * 1024
+# Every other device request is a small JSON object.
+MAX_JSON_BYTES = 16 * 1024
 # A release still ``executing`` this long after its claim is taken as interrupted and settled
 # as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is settled by
 # whichever replica sweeps next.
@@ -69,9 +77,14 @@ class ServerConfig:
     # How long a token-mode ``confirmationToken`` stays valid, in seconds.
     token_ttl: float = DEFAULT_TTL
     # Voice uploads this process holds at once; the next is told ``busy``.
-    max_voice_in_flight: int = 16
+    max_voice_in_flight: int = VOICE_IN_FLIGHT
     # Seconds a device request's body may take to arrive; a slower one answers ``too_slow``.
     body_timeout: float = BODY_TIMEOUT
+    # The largest body a device's voice upload and its other requests may have, in bytes.
+    max_voice_bytes: int = MAX_VOICE_BYTES
+    max_json_bytes: int = MAX_JSON_BYTES
+    # How far a device's signed timestamp may be from the server clock, in seconds.
+    signature_window: float = 60.0
     # Addresses (or networks) of the reverse proxies whose X-Forwarded-For names the client;
     # none by default, so a client's own X-Forwarded-For never moves it to another budget.
     trusted_proxies: tuple[str, ...] = ()

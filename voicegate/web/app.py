@@ -61,7 +61,6 @@ from voicegate.observe import CONTENT_TYPE, Events
 from voicegate.reasons import NEXT_STEP, Reason
 from voicegate.secrets import Secret
 from voicegate.services import Services
-from voicegate.services import Settings as ServiceSettings
 from voicegate.settings import ServerConfig
 from voicegate.store.base import Store
 from voicegate.text import printable
@@ -177,15 +176,9 @@ def build_app(
         gate=gate,
         voice=voice,
         clock=clock,
-        settings=ServiceSettings(
-            public_url=config.base_url,
-            rate_limits=config.rate_limits,
-            pairing_limits=config.pairing_limits,
-            max_voice_in_flight=config.max_voice_in_flight,
-            body_timeout=config.body_timeout,
-            push_public_key=push_key,
-        ),
+        config=config,
         events=events,
+        push_key=push_key,
     )
     assembly = Assembly(services, pool, catalog, tools, config, reads, dispatcher)
     # A pipeline whose recogniser hears on workers reports them (the eval's scripted one has none).
