@@ -172,7 +172,7 @@ class ServerConfig:
 
     def trusted_hosts(self) -> list[str]:
         """Host names (without port) the app answers to: localhost, the host of ``base_url``
-        (``--public-url``, else the address it listens on) and ``allowed_hosts``.
+        (``public_url``, else the address it listens on) and ``allowed_hosts``.
 
         Anything else is refused before any route runs, so a page on another site that
         rebinds its own name to this server's address (DNS rebinding) reaches nothing: its
@@ -257,12 +257,12 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
 
 
 def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:
-    """The default ``RateLimits`` with ``NAME=N`` overrides, as ``--rate-limit`` gives them."""
+    """The default ``RateLimits`` with ``NAME=N`` overrides (``rate_limits``)."""
     return _with_overrides(RateLimits(), pairs, "rate_limits")
 
 
 def proposal_limits_from(pairs: Sequence[str] | None) -> ProposalLimits:
-    """The default ``ProposalLimits`` with ``NAME=N`` overrides, as ``--proposal-limit`` gives."""
+    """The default ``ProposalLimits`` with ``NAME=N`` overrides (``proposal_limits``)."""
     return _with_overrides(ProposalLimits(), pairs, "proposal_limits")
 
 
@@ -297,7 +297,7 @@ def _with_overrides(base: _Limits, pairs: Sequence[str] | None, field: str) -> _
 
 
 def token_ttl_from(value: str | None, env: Mapping[str, str] = os.environ) -> float:
-    """Token lifetime in seconds: the flag, else ``VOICEGATE_TOKEN_TTL``, else 5 minutes."""
+    """Token lifetime in seconds: ``value``, else ``VOICEGATE_TOKEN_TTL``, else 5 minutes."""
     if value is not None:
         source, raw = "{token_ttl}", value
     else:

@@ -39,6 +39,7 @@ from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.notify.vapid import vapid_for
 from voicegate.settings import (
     DEFAULT_PORT,
+    MAX_VOICE_IN_FLIGHT,
     TOKEN_ENV,
     VOICE_IN_FLIGHT,
     ServerConfig,
@@ -204,8 +205,8 @@ def _add_common(
         metavar="N",
         type=int,
         default=VOICE_IN_FLIGHT,
-        help="voice answers held at once before the next is told busy, 1-256 "
-        f"(default {VOICE_IN_FLIGHT})",
+        help="voice answers held at once before the next is told busy, "
+        f"1-{MAX_VOICE_IN_FLIGHT} (default {VOICE_IN_FLIGHT})",
     )
     parser.add_argument(
         "--body-timeout",
