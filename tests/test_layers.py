@@ -22,8 +22,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench",),  # the benchmarks, one module per figure
     ("eval",),  # measuring a server, in process or running
     ("web",),  # the FastAPI app, the /approve page, running the server
-    ("device", "mcp", "settings"),  # the two adapters, and the operator's choices
-    ("services", "notify", "housekeeping", "hearing"),  # what the adapters share and run
+    ("device", "mcp"),  # the two adapters
+    ("services", "housekeeping", "hearing"),  # what the adapters share and run
+    ("settings",),  # the operator's choices, one frozen config passed whole
+    ("notify",),  # notices to the user: Web Push, webhooks, mail
     ("gate", "voice"),  # the gate; the voice path, which knows no gate
     ("limits",),  # budgets, taken from the store
     ("store",),  # the storage protocols and their backends

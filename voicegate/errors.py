@@ -8,11 +8,14 @@ VoicegateError                 every error voicegate raises on purpose
 │   └── Throttled              busy or rate limited; carries ``retry_after`` seconds
 ├── StoreUnavailable           the store could not be reached; always fails closed
 ├── ConfigError                the server was asked to start in an unsafe way
+│   ├── ConfigFieldError       a value refused for a field of the configuration
 │   └── MissingExtra(extra)    a command needs an optional extra that is not installed
 └── ModelError                 a recogniser model is missing or does not verify
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from voicegate.reasons import NEXT_STEP, Reason
 
@@ -66,6 +69,46 @@ class NoStore(StoreUnavailable):
 
 class ConfigError(VoicegateError):
     """The configuration is unsafe or incomplete."""
+
+
+class ConfigFieldError(ConfigError):
+    """A value refused for a field of the configuration (``ServerConfig``), named as a field.
+
+    ``template`` names each field in braces, ``{token_ttl}`` (``{rate_limits:bare}`` where a
+    front end's name is read without its leading dashes), and the refused values by the names
+    given in ``values``. The message calls each field by its own name; ``said`` calls them as a
+    front end knows them, so the command line reports its flags and the configuration knows
+    none.
+    """
+
+    def __init__(self, template: str, **values: object) -> None:
+        self.template = template
+        self.values = values
+        super().__init__(self.said({}))
+
+    def said(self, names: Mapping[str, str]) -> str:
+        """The message, each field called by its name in ``names``, else by its own."""
+        return self.template.format_map(_Naming(names, self.values))
+
+
+class _Name(str):
+    """A field's name in a message; ``:bare`` drops a flag's leading dashes."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return self.lstrip("-") if spec == "bare" else str(self)
+
+
+class _Naming(dict[str, object]):
+    """The values of a ``ConfigFieldError``; any other key is a field, called as ``names`` says."""
+
+    def __init__(self, names: Mapping[str, str], values: Mapping[str, object]) -> None:
+        super().__init__(values)
+        self.names = names
+
+    def __missing__(self, field: str) -> _Name:
+        return _Name(self.names.get(field, field))
 
 
 # The name the package is installed by: PyPI's ``voicegate`` is another project. The import

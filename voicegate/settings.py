@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from voicegate.errors import ConfigError
+from voicegate.errors import ConfigError, ConfigFieldError
 from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import BODY_TIMEOUT, MAX_BODY_TIMEOUT, PairingLimits, RateLimits
 from voicegate.notify.mail import SmtpServer
@@ -37,6 +37,19 @@ MAX_TOKEN_TTL = 3600.0
 MIN_TOKEN_CHARS = 16
 # Each held voice upload may be 2 MiB, so 256 of them bound the memory they take to 512 MiB.
 MAX_VOICE_IN_FLIGHT = 256
+# Voice uploads one process holds at once unless the operator says otherwise; the voice
+# pipeline's queue is made as long.
+VOICE_IN_FLIGHT = 16
+# 2 MiB holds far more than the longest answer the audio checks accept (Opus at 32 kbit/s is
+# about 4 KiB a second), yet stops a runaway upload before it is read into memory.
+MAX_VOICE_BYTES = 2 * 1024 * 1024
+# Every other device request is a small JSON object.
+MAX_JSON_BYTES = 16 * 1024
+# A release still ``executing`` this long after its claim is taken as interrupted and settled
+# as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is settled by
+# whichever replica sweeps next.
+RELEASE_LEASE = 600.0  # 10 minutes, in seconds
+LEASE_ENV = "VOICEGATE_RELEASE_LEASE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +70,21 @@ class ServerConfig:
     proposal_limits: ProposalLimits = field(default_factory=ProposalLimits)
     # Pairing attempts per address and in all per window (``voicegate.device.pairing``).
     pairing_limits: PairingLimits = field(default_factory=PairingLimits)
-    # A release still ``executing`` this long after its claim is taken as interrupted and
-    # settled as ``unknown``. Upstream calls are far shorter; a replica that died mid-call is
-    # settled by whichever replica sweeps next.
-    release_lease: float = 600.0  # 10 minutes, in seconds
+    # Seconds before a release still ``executing`` is settled as interrupted (``RELEASE_LEASE``).
+    release_lease: float = RELEASE_LEASE
     # The bearer token a scraper sends to ``/metrics``; see ``metrics_tokens``.
     metrics_token: Secret | None = None
     # How long a token-mode ``confirmationToken`` stays valid, in seconds.
     token_ttl: float = DEFAULT_TTL
     # Voice uploads this process holds at once; the next is told ``busy``.
-    max_voice_in_flight: int = 16
+    max_voice_in_flight: int = VOICE_IN_FLIGHT
     # Seconds a device request's body may take to arrive; a slower one answers ``too_slow``.
     body_timeout: float = BODY_TIMEOUT
+    # The largest body a device's voice upload and its other requests may have, in bytes.
+    max_voice_bytes: int = MAX_VOICE_BYTES
+    max_json_bytes: int = MAX_JSON_BYTES
+    # How far a device's signed timestamp may be from the server clock, in seconds.
+    signature_window: float = 60.0
     # Addresses (or networks) of the reverse proxies whose X-Forwarded-For names the client;
     # none by default, so a client's own X-Forwarded-For never moves it to another budget.
     trusted_proxies: tuple[str, ...] = ()
@@ -156,7 +172,7 @@ class ServerConfig:
 
     def trusted_hosts(self) -> list[str]:
         """Host names (without port) the app answers to: localhost, the host of ``base_url``
-        (``--public-url``, else the address it listens on) and ``allowed_hosts``.
+        (``public_url``, else the address it listens on) and ``allowed_hosts``.
 
         Anything else is refused before any route runs, so a page on another site that
         rebinds its own name to this server's address (DNS rebinding) reaches nothing: its
@@ -193,24 +209,22 @@ def check_startup(config: ServerConfig, *, store_durable: bool) -> None:
         return
     missing = []
     if config.keys is None:
-        missing.append(f"a persistent signing secret ({KEYS_ENV})")
+        missing.append("a persistent signing secret ({keys_env})")
     if not store_durable:
-        missing.append("a durable store (--db PATH or a PostgreSQL DSN)")
+        missing.append("a durable store ({db} PATH or a PostgreSQL DSN)")
     if missing:
-        raise ConfigError(
-            f"refusing to listen on {config.host} with writes enabled without "
-            + " and ".join(missing)
+        raise ConfigFieldError(
+            "refusing to listen on {address} with writes enabled without " + " and ".join(missing),
+            address=config.host,
+            keys_env=KEYS_ENV,
         )
 
 
-LEASE_ENV = "VOICEGATE_RELEASE_LEASE"
-
-
 def lease_from(env: Mapping[str, str] = os.environ) -> float:
-    """The release lease in seconds from ``VOICEGATE_RELEASE_LEASE``, else 10 minutes."""
+    """The release lease in seconds from ``VOICEGATE_RELEASE_LEASE``, else ``RELEASE_LEASE``."""
     raw = env.get(LEASE_ENV, "").strip()
     try:
-        return float(raw) if raw else 600.0
+        return float(raw) if raw else RELEASE_LEASE
     except ValueError as exc:
         raise ConfigError(f"{LEASE_ENV} must be a number of seconds, not {raw!r}") from exc
 
@@ -243,41 +257,49 @@ def keys_for(db: str, env: Mapping[str, str] = os.environ) -> KeyRing | None:
 
 
 def rate_limits_from(pairs: Sequence[str] | None) -> RateLimits:
-    """The default ``RateLimits`` with ``NAME=N`` overrides, as ``--rate-limit`` gives them."""
-    return _with_overrides(RateLimits(), pairs, "--rate-limit")
+    """The default ``RateLimits`` with ``NAME=N`` overrides (``rate_limits``)."""
+    return _with_overrides(RateLimits(), pairs, "rate_limits")
 
 
 def proposal_limits_from(pairs: Sequence[str] | None) -> ProposalLimits:
-    """The default ``ProposalLimits`` with ``NAME=N`` overrides, as ``--proposal-limit`` gives."""
-    return _with_overrides(ProposalLimits(), pairs, "--proposal-limit")
+    """The default ``ProposalLimits`` with ``NAME=N`` overrides (``proposal_limits``)."""
+    return _with_overrides(ProposalLimits(), pairs, "proposal_limits")
 
 
 _Limits = TypeVar("_Limits", RateLimits, ProposalLimits)
 
 
-def _with_overrides(base: _Limits, pairs: Sequence[str] | None, flag: str) -> _Limits:
-    """``base`` with each ``NAME=N`` applied; ``window`` is in seconds, the rest are counts."""
+def _with_overrides(base: _Limits, pairs: Sequence[str] | None, field: str) -> _Limits:
+    """``base`` with each ``NAME=N`` applied; ``window`` is in seconds, the rest are counts.
+    A ``ConfigFieldError`` names ``field``, the config field the limits are for."""
+    named = "{" + field + "}"
     names = [f.name for f in fields(base)]
     changes: dict[str, Any] = {}
     for pair in pairs or ():
         name, _, text = pair.partition("=")
         name = name.strip()
         if name not in names:
-            raise ConfigError(f"unknown {flag[2:]} {name!r}; one of {', '.join(names)}")
+            raise ConfigFieldError(
+                "unknown {" + field + ":bare} {name!r}; one of {names}",
+                name=name,
+                names=", ".join(names),
+            )
         try:
             value = float(text) if name == "window" else int(text)
         except ValueError:
-            raise ConfigError(f"{flag} {name} needs a number, not {text!r}") from None
+            raise ConfigFieldError(
+                named + " {name} needs a number, not {text!r}", name=name, text=text
+            ) from None
         if not value > 0:
-            raise ConfigError(f"{flag} {name} must be positive")
+            raise ConfigFieldError(named + " {name} must be positive", name=name)
         changes[name] = value
     return replace(base, **changes)
 
 
 def token_ttl_from(value: str | None, env: Mapping[str, str] = os.environ) -> float:
-    """Token lifetime in seconds: the flag, else ``VOICEGATE_TOKEN_TTL``, else 5 minutes."""
+    """Token lifetime in seconds: ``value``, else ``VOICEGATE_TOKEN_TTL``, else 5 minutes."""
     if value is not None:
-        source, raw = "--token-ttl", value
+        source, raw = "{token_ttl}", value
     else:
         source, raw = TOKEN_TTL_ENV, env.get(TOKEN_TTL_ENV, "").strip()
         if not raw:
@@ -285,18 +307,24 @@ def token_ttl_from(value: str | None, env: Mapping[str, str] = os.environ) -> fl
     try:
         seconds = float(raw)
     except ValueError:
-        raise ConfigError(f"{source} must be a number of seconds, not {raw!r}") from None
+        raise ConfigFieldError(
+            source + " must be a number of seconds, not {raw!r}", raw=raw
+        ) from None
     # The negated test also refuses NaN, which compares false with everything.
     if not (0 < seconds <= MAX_TOKEN_TTL):
-        raise ConfigError(f"{source} must be more than 0 and at most {MAX_TOKEN_TTL:.0f} seconds")
+        raise ConfigFieldError(
+            source + " must be more than 0 and at most {most:.0f} seconds", most=MAX_TOKEN_TTL
+        )
     return seconds
 
 
 def voice_in_flight_from(value: int) -> int:
-    """``--max-voice-in-flight`` checked: at least 1, at most ``MAX_VOICE_IN_FLIGHT``."""
+    """``max_voice_in_flight`` checked: at least 1, at most ``MAX_VOICE_IN_FLIGHT``."""
     if not 1 <= value <= MAX_VOICE_IN_FLIGHT:
-        raise ConfigError(
-            f"--max-voice-in-flight must be between 1 and {MAX_VOICE_IN_FLIGHT}, not {value}"
+        raise ConfigFieldError(
+            "{max_voice_in_flight} must be between 1 and {most}, not {value}",
+            most=MAX_VOICE_IN_FLIGHT,
+            value=value,
         )
     return value
 
@@ -308,75 +336,83 @@ def metrics_token_from(env: Mapping[str, str] = os.environ) -> Secret | None:
 
 
 def token_from(value: str | None, env: Mapping[str, str] = os.environ) -> Secret:
-    """The agent's bearer token: the flag, else ``VOICEGATE_TOKEN``, else a fresh one.
+    """The agent's bearer token: ``value``, else ``VOICEGATE_TOKEN``, else a fresh one.
 
     ``ConfigError`` for one shorter than ``MIN_TOKEN_CHARS``: whoever can reach ``/mcp`` could
     guess it.
     """
-    source = "--token" if value else TOKEN_ENV
+    source = "{token}" if value else TOKEN_ENV
     chosen = value or env.get(TOKEN_ENV, "")
     if not chosen:
         return Secret(secrets.token_urlsafe(24))
     if len(chosen) < MIN_TOKEN_CHARS:
-        raise ConfigError(
-            f"{source} is {len(chosen)} characters; an agent token needs at least "
-            f"{MIN_TOKEN_CHARS} (leave it out for a generated one)"
+        raise ConfigFieldError(
+            source + " is {length} characters; an agent token needs at least "
+            "{least} (leave it out for a generated one)",
+            length=len(chosen),
+            least=MIN_TOKEN_CHARS,
         )
     return Secret(chosen)
 
 
 def body_timeout_from(value: float) -> float:
-    """``--body-timeout`` checked: more than 0, at most ``MAX_BODY_TIMEOUT`` seconds."""
+    """``body_timeout`` checked: more than 0, at most ``MAX_BODY_TIMEOUT`` seconds."""
     # The negated test also refuses NaN, which compares false with everything.
     if not (0 < value <= MAX_BODY_TIMEOUT):
-        raise ConfigError(
-            f"--body-timeout must be more than 0 and at most {MAX_BODY_TIMEOUT:.0f} seconds"
+        raise ConfigFieldError(
+            "{body_timeout} must be more than 0 and at most {most:.0f} seconds",
+            most=MAX_BODY_TIMEOUT,
         )
     return value
 
 
 def trusted_proxies_from(values: Sequence[str] | None) -> tuple[str, ...]:
-    """``--trusted-proxy`` values checked: each an IP address or network, never a wildcard."""
+    """``trusted_proxies`` checked: each an IP address or network, never a wildcard."""
     checked = []
     for value in values or ():
         try:
             network = ipaddress.ip_network(value.strip(), strict=False)
         except ValueError:
-            raise ConfigError(
-                f"--trusted-proxy needs an IP address or network, not {value!r}"
+            raise ConfigFieldError(
+                "{trusted_proxies} needs an IP address or network, not {value!r}", value=value
             ) from None
         if network.prefixlen == 0:
-            raise ConfigError("--trusted-proxy must not trust every address")
+            raise ConfigFieldError("{trusted_proxies} must not trust every address")
         checked.append(str(network) if network.num_addresses > 1 else str(network.network_address))
     return tuple(checked)
 
 
 def webhooks_from(values: Sequence[str] | None) -> tuple[str, ...]:
-    """``--webhook`` values checked: each an http or https URL with a host."""
+    """``webhooks`` checked: each an http or https URL with a host."""
     checked = []
     for value in values or ():
         url = urllib.parse.urlsplit(value.strip())
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ConfigError(f"--webhook needs an http or https URL, not {value!r}")
+            raise ConfigFieldError(
+                "{webhooks} needs an http or https URL, not {value!r}", value=value
+            )
         checked.append(value.strip())
     return tuple(checked)
 
 
 SMTP_PASSWORD_ENV = "VOICEGATE_SMTP_PASSWORD"
-# Where mail goes when ``--mail`` names users and ``--smtp`` no server: this machine's own
+# Where mail goes when ``mail_to`` names users and ``smtp`` no server: this machine's own
 # mail server, as cron and other daemons use.
 DEFAULT_SMTP = "smtp://localhost:25"
 
 
-def address_from(value: str, flag: str) -> str:
+def address_from(value: str, field: str) -> str:
     """One plain e-mail address (``name@domain``, no display name, no spaces) or a
-    ``ConfigError`` naming ``flag``."""
+    ``ConfigFieldError`` naming ``field``."""
     value = value.strip()
+    named = "{" + field + "}"
     local, at, domain = value.rpartition("@")
     if not at or not local or "." not in domain.strip(".") or any(c.isspace() for c in value):
-        raise ConfigError(f"{flag} needs an e-mail address such as ana@example.org, not {value!r}")
+        raise ConfigFieldError(
+            named + " needs an e-mail address such as ana@example.org, not {value!r}", value=value
+        )
     if any(c in value for c in '<>,;"\\()[]'):
-        raise ConfigError(f"{flag} takes a plain address, not {value!r}")
+        raise ConfigFieldError(named + " takes a plain address, not {value!r}", value=value)
     return value
 
 
@@ -386,27 +422,31 @@ def mail_from(
     sender: str | None,
     env: Mapping[str, str] = os.environ,
 ) -> tuple[tuple[tuple[str, str], ...], SmtpServer | None, str]:
-    """``--mail USER=ADDRESS`` values, ``--smtp`` and ``--mail-from`` checked: the users and
+    """``mail_to`` as ``USER=ADDRESS`` values, ``smtp`` and ``mail_from`` checked: the users and
     their addresses, the server (None when no user is mailed) and the sender."""
     pairs: dict[str, str] = {}
     for value in to or ():
         user, eq, address = value.partition("=")
         if not eq or not user.strip():
-            raise ConfigError(f"--mail needs USER=ADDRESS, not {value!r}")
-        pairs[user.strip()] = address_from(address, "--mail")
+            raise ConfigFieldError("{mail_to} needs USER=ADDRESS, not {value!r}", value=value)
+        pairs[user.strip()] = address_from(address, "mail_to")
     if not pairs:
         if smtp or sender:
-            raise ConfigError("--smtp and --mail-from need --mail USER=ADDRESS: nobody to mail")
+            raise ConfigFieldError(
+                "{smtp} and {mail_from} need {mail_to} USER=ADDRESS: nobody to mail"
+            )
         return (), None, ""
     password = env.get(SMTP_PASSWORD_ENV)
     server = SmtpServer.parse(smtp or DEFAULT_SMTP, Secret(password) if password else None)
-    checked_sender = address_from(sender, "--mail-from") if sender else f"voicegate@{server.host}"
+    checked_sender = address_from(sender, "mail_from") if sender else f"voicegate@{server.host}"
     return tuple(sorted(pairs.items())), server, checked_sender
 
 
 def push_contact_from(value: str) -> str:
-    """``--push-contact`` checked: a ``mailto:`` address or an ``https:`` URL (RFC 8292)."""
+    """``push_contact`` checked: a ``mailto:`` address or an ``https:`` URL (RFC 8292)."""
     value = value.strip()
     if value and not value.startswith(("mailto:", "https://")):
-        raise ConfigError(f"--push-contact is a mailto: address or an https URL, not {value!r}")
+        raise ConfigFieldError(
+            "{push_contact} is a mailto: address or an https URL, not {value!r}", value=value
+        )
     return value

@@ -23,7 +23,7 @@ from voicegate.gate.core import ActionRequest, Gate
 from voicegate.limits import BUDGET_WINDOW
 from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing
-from voicegate.services import Services, Settings
+from voicegate.services import Services
 from voicegate.store import open_store
 
 if TYPE_CHECKING:
@@ -147,9 +147,14 @@ class Server:
             relying_party=RelyingParty("localhost", (self.local_url,)),
         )
         # Push is offered (the page shows its toggle); nothing here sends a push.
-        settings = Settings(push_public_key=vapid.public_key(vapid.generate()))
         pipeline = voice_pipeline(self.store)
-        self.services = Services(self.store, self.gate, pipeline, self.clock, settings)
+        self.services = Services(
+            self.store,
+            self.gate,
+            pipeline,
+            self.clock,
+            push_key=vapid.public_key(vapid.generate()),
+        )
         app = FastAPI()
         app.include_router(device_router(self.services))
         app.include_router(enrol_router(self.services))

@@ -195,3 +195,26 @@ def test_grant_bounds_out_of_range_are_refused_in_one_line(
     line = refused(["serve", *NOTES, "--db", "memory", *flags], capsys)
     assert line.startswith(f"voicegate serve: {named}")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--token-ttl", "0"], "--token-ttl must"),
+        (["--max-voice-in-flight", "0"], "--max-voice-in-flight must"),
+        (["--body-timeout", "0"], "--body-timeout must"),
+        (["--rate-limit", "window=x"], "--rate-limit window needs"),
+        (["--proposal-limit", "nope=1"], "unknown proposal-limit 'nope'"),
+        (["--trusted-proxy", "0.0.0.0/0"], "--trusted-proxy must"),
+        (["--webhook", "ftp://example.org"], "--webhook needs"),
+        (["--push-contact", "ops"], "--push-contact is"),
+        (["--mail", "owner"], "--mail needs"),
+        (["--mail", "owner=ana@example.org", "--mail-from", "gate"], "--mail-from needs"),
+        (["--smtp", "smtp://relay.example.org"], "--smtp and --mail-from need --mail "),
+    ],
+)
+def test_a_refused_config_value_is_said_as_the_flag_that_gave_it(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refused(["serve", *NOTES, "--db", "memory", *flags], capsys)
+    assert line.startswith(f"voicegate serve: {says}")

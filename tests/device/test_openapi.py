@@ -14,8 +14,7 @@ from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.secrets import KeyRing
-from voicegate.services import MAX_VOICE_BYTES
-from voicegate.settings import ServerConfig
+from voicegate.settings import MAX_VOICE_BYTES, ServerConfig
 from voicegate.store.memory import MemoryStore
 from voicegate.voice.audio import Limits
 from voicegate.web.app import build_app

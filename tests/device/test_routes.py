@@ -233,7 +233,7 @@ async def test_voice_from_a_tap_only_device_is_refused(
 async def test_oversized_upload_is_refused_before_it_is_read(
     device: SigningDevice, services: Services
 ) -> None:
-    limit = services.settings.max_voice_bytes
+    limit = services.config.max_voice_bytes
     response = await device.post("/device/voice", b"\0" * (limit + 1), "audio/wav")
     assert response.status_code == 413 and response.json()["reason"] == Reason.TOO_LARGE
 
@@ -252,7 +252,7 @@ async def test_streamed_upload_without_length_is_cut_at_the_limit(
     headers = {**device.headers("POST", "/device/voice", b""), "Content-Type": "audio/wav"}
     response = await device.client.post("/device/voice", content=chunks(), headers=headers)
     assert response.status_code == 413 and response.json()["reason"] == Reason.TOO_LARGE
-    assert sent <= services.settings.max_voice_bytes + 2 * 64 * 1024
+    assert sent <= services.config.max_voice_bytes + 2 * 64 * 1024
 
 
 async def test_malformed_tap_is_a_bad_request_not_a_server_error(device: SigningDevice) -> None:

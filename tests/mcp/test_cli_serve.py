@@ -467,7 +467,7 @@ def test_max_voice_in_flight_reaches_the_device_routes() -> None:
         store=MemoryStore(),
     )
     assembly: Assembly = app.state.voicegate
-    assert assembly.services.settings.max_voice_in_flight == 3
+    assert assembly.services.config.max_voice_in_flight == 3
 
 
 async def test_a_token_is_refused_as_expired_once_its_configured_lifetime_passes() -> None:

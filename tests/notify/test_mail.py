@@ -145,7 +145,7 @@ def test_the_flags_name_users_addresses_server_and_sender() -> None:
         (["owner=ana@example.org"], "smtp://u:pw@relay.example.org", None, "no password"),
         (["owner=ana@example.org"], "smtp://u@relay.example.org", None, "SMTP_PASSWORD"),
         (["owner=ana@example.org"], "smtp://relay.example.org:x", None, "port"),
-        (["owner=ana@example.org"], None, "gate", "--mail-from"),
+        (["owner=ana@example.org"], None, "gate", "mail_from"),
     ],
 )
 def test_a_mail_flag_that_cannot_work_is_refused_at_start(

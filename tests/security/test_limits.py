@@ -22,7 +22,8 @@ from voicegate.gate.core import ActionRequest, Gate
 from voicegate.limits import RateLimits, retry_after
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
-from voicegate.services import Services, Settings
+from voicegate.services import Services
+from voicegate.settings import ServerConfig
 from voicegate.store import open_store
 from voicegate.store.base import Store
 from voicegate.voice.pipeline import VoicePipeline
@@ -42,8 +43,8 @@ def services_over(
         receipt_keys=KeyRing.generate(),
         clock=clock,
     )
-    chosen = Settings(rate_limits=SMALL, **settings)  # type: ignore[arg-type]
-    return Services(store=store, gate=gate, voice=voice, clock=clock, settings=chosen)
+    chosen = ServerConfig(rate_limits=SMALL, **settings)  # type: ignore[arg-type]
+    return Services(store=store, gate=gate, voice=voice, clock=clock, config=chosen)
 
 
 def client_for(services: Services) -> httpx.AsyncClient:

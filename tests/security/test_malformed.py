@@ -202,7 +202,7 @@ def test_the_api_declares_every_container_the_decoder_reads(w: World) -> None:
 
 
 async def test_oversized_upload_is_refused_before_the_whole_body_is_read(w: World) -> None:
-    limit = w.services.settings.max_voice_bytes
+    limit = w.services.config.max_voice_bytes
     sent = 0
 
     async def chunks() -> AsyncIterator[bytes]:

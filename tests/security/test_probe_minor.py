@@ -18,7 +18,7 @@ from tests.security.probe import served
 from voicegate.device.openapi import MAX_CHANNELS, SAMPLE_RATES
 from voicegate.reasons import NEXT_STEP, REQUEST_NEXT_STEP, Reason
 from voicegate.secrets import KEYS_ENV
-from voicegate.services import MAX_JSON_BYTES, MAX_VOICE_BYTES
+from voicegate.settings import MAX_JSON_BYTES, MAX_VOICE_BYTES
 from voicegate.voice import audio as decoder
 from voicegate.web.app import MAX_MCP_BYTES
 

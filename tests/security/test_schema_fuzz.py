@@ -35,7 +35,7 @@ from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.secrets import KeyRing
-from voicegate.services import Services, Settings
+from voicegate.services import Services
 from voicegate.settings import ServerConfig
 from voicegate.store.memory import MemoryStore
 from voicegate.voice.pipeline import VoicePipeline
@@ -57,7 +57,7 @@ SERVICES = Services(
     ),
     voice=VoicePipeline(Eager(), None),
     clock=CLOCK,
-    settings=Settings(rate_limits=UNLIMITED),
+    config=ServerConfig(rate_limits=UNLIMITED),
 )
 APP = FastAPI(title="voicegate device API")
 APP.include_router(device_router(SERVICES))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from voicegate.cli.arguments import port_number, user_name
 from voicegate.domain import DeviceKind
-from voicegate.errors import ConfigError, ModelError, StoreUnavailable
+from voicegate.errors import ConfigError, ConfigFieldError, ModelError, StoreUnavailable
 from voicegate.gate.grant_rules import (
     DEFAULT_MAX_MINUTES,
     DEFAULT_MAX_USES,
@@ -39,7 +39,9 @@ from voicegate.mcp.upstream import UpstreamSpec
 from voicegate.notify.vapid import vapid_for
 from voicegate.settings import (
     DEFAULT_PORT,
+    MAX_VOICE_IN_FLIGHT,
     TOKEN_ENV,
+    VOICE_IN_FLIGHT,
     ServerConfig,
     body_timeout_from,
     keys_for,
@@ -202,8 +204,9 @@ def _add_common(
         "--max-voice-in-flight",
         metavar="N",
         type=int,
-        default=16,
-        help="voice answers held at once before the next is told busy, 1-256 (default 16)",
+        default=VOICE_IN_FLIGHT,
+        help="voice answers held at once before the next is told busy, "
+        f"1-{MAX_VOICE_IN_FLIGHT} (default {VOICE_IN_FLIGHT})",
     )
     parser.add_argument(
         "--body-timeout",
@@ -297,7 +300,7 @@ def run_serve(args: argparse.Namespace) -> int:
         config = config_from(args)
         voice = voice_from(args)
     except (ConfigError, ModelError, ValueError) as exc:
-        print(f"voicegate serve: {exc}", file=sys.stderr)
+        print(f"voicegate serve: {said(exc)}", file=sys.stderr)
         return 2
     generated = not (args.token or os.environ.get(TOKEN_ENV))
     if args.stdio:
@@ -343,7 +346,7 @@ def run_demo(args: argparse.Namespace) -> int:
         with log.open("a", encoding="utf-8") as events:
             return asyncio.run(_serve(config, upstream, policy, voice, banner, log=events))
     except (ConfigError, ModelError) as exc:
-        print(f"voicegate demo: {exc}", file=sys.stderr)
+        print(f"voicegate demo: {said(exc)}", file=sys.stderr)
         return 2
     finally:
         if folder is not None:
@@ -380,12 +383,12 @@ async def _serve(
         store = await open_store(config.db)
     except (ConfigError, StoreUnavailable) as exc:
         # a bad path or a database that is down: the reason, never a traceback
-        print(f"voicegate: cannot open the store {redact(config.db)}: {exc}", file=sys.stderr)
+        print(f"voicegate: cannot open the store {redact(config.db)}: {said(exc)}", file=sys.stderr)
         return 2
     try:
         served = await serve(config, store, upstream, policy, voice=voice, banner=banner, wire=wire)
     except (ConfigError, ModelError) as exc:
-        print(f"voicegate: {exc}", file=sys.stderr)
+        print(f"voicegate: {said(exc)}", file=sys.stderr)
         return 2
     except StoppedBeforeServing:
         print("voicegate: stopped by SIGTERM before it served", file=sys.stderr)
@@ -393,6 +396,30 @@ async def _serve(
     finally:
         await store.close()
     return 0 if served else 2
+
+
+# The flag that sets each field of ``ServerConfig`` a refusal may name: the configuration names
+# its fields, and the command line says them as the flags the user typed.
+FLAGS = {
+    "db": "--db",
+    "token": "--token",
+    "rate_limits": "--rate-limit",
+    "proposal_limits": "--proposal-limit",
+    "token_ttl": "--token-ttl",
+    "max_voice_in_flight": "--max-voice-in-flight",
+    "body_timeout": "--body-timeout",
+    "trusted_proxies": "--trusted-proxy",
+    "push_contact": "--push-contact",
+    "webhooks": "--webhook",
+    "mail_to": "--mail",
+    "smtp": "--smtp",
+    "mail_from": "--mail-from",
+}
+
+
+def said(exc: Exception) -> str:
+    """``exc`` as the command line reports it: a refused config field called by its flag."""
+    return exc.said(FLAGS) if isinstance(exc, ConfigFieldError) else str(exc)
 
 
 def config_from(args: argparse.Namespace) -> ServerConfig:

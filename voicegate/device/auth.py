@@ -85,7 +85,7 @@ async def authenticate(services: Services, signed: signing.SignedRequest) -> Dev
     """The paired device that signed ``signed``; every request is accepted once."""
     device = await services.store.devices.get(signed.device_id) if signed.device_id else None
     key, expires_at = signing.verify(
-        device, signed, now=services.clock(), window=services.settings.signature_window
+        device, signed, now=services.clock(), window=services.config.signature_window
     )
     assert device is not None  # verify refuses an unknown device
     if not await services.store.ledger.consume(key, expires_at=expires_at):
@@ -117,16 +117,16 @@ def device_dependency(services: Services) -> Callable[[Request], Awaitable[Devic
 def signed_json_router(
     services: Services, prefix: str, tag: str, **extra: Any
 ) -> tuple[APIRouter, Any]:
-    """A router of device routes under ``prefix`` taking JSON bodies up to the settings' limit
+    """A router of device routes under ``prefix`` taking JSON bodies up to the configured limit
     and within their time, and the dependency that authenticates each (``Depends``)."""
-    settings = services.settings
+    config = services.config
     router = APIRouter(
         prefix=prefix,
         tags=[tag],
         route_class=limited_route(
-            lambda path: settings.max_json_bytes,
+            lambda path: config.max_json_bytes,
             services.clock,
-            body_timeout=settings.body_timeout,
+            body_timeout=config.body_timeout,
             events=services.events,
         ),
         **extra,

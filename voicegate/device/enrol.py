@@ -110,17 +110,17 @@ class DeletedOut(BaseModel):
 
 def enrol_router(services: Services) -> APIRouter:
     """The ``/device/enrol`` routes over ``services``' store and replay guard."""
-    settings = services.settings
+    config = services.config
     clock = services.clock
 
     def limit_for(path: str) -> int:
-        return settings.max_voice_bytes if path.endswith("/voice") else settings.max_json_bytes
+        return config.max_voice_bytes if path.endswith("/voice") else config.max_json_bytes
 
     router = APIRouter(
         prefix="/device/enrol",
         tags=["enrolment"],
         route_class=limited_route(
-            limit_for, clock, body_timeout=settings.body_timeout, events=services.events
+            limit_for, clock, body_timeout=config.body_timeout, events=services.events
         ),
     )
     signed = Depends(device_dependency(services))
@@ -155,9 +155,7 @@ def enrol_router(services: Services) -> APIRouter:
             enrolment.label_of(label)
         except ValueError as exc:
             raise Refused(Reason.BAD_REQUEST, str(exc)) from exc
-        await limits.take(
-            services.store.budgets, settings.rate_limits, device, "voice", now=clock()
-        )
+        await limits.take(services.store.budgets, config.rate_limits, device, "voice", now=clock())
         # A soft bound: two takes racing at the limit may both land, one over it.
         if len(await services.store.templates.list(device.user)) >= enrolment.MAX_TEMPLATES:
             raise Refused(Reason.TEMPLATE_LIMIT)

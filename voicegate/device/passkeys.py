@@ -121,7 +121,6 @@ class RemovedOut(BaseModel):
 
 def passkey_router(services: Services) -> APIRouter:
     """The ``/device/passkeys`` routes and the passkey answer, over ``services``."""
-    settings = services.settings
     clock = services.clock
     gate = services.gate
     router, signed = signed_json_router(services, "/device", "passkeys")
@@ -211,7 +210,7 @@ def passkey_router(services: Services) -> APIRouter:
     async def answer(body: PasskeyAnswerIn, device: Device = signed) -> JSONResponse:
         """Approve the passkey step of a high-risk card with the user's passkey."""
         await limits.take(
-            services.store.budgets, settings.rate_limits, device, "answer", now=clock()
+            services.store.budgets, services.config.rate_limits, device, "answer", now=clock()
         )
         await not_anothers(services, device, body.pending_id)
         if not await services.store.passkeys.list(device.user):

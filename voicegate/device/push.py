@@ -31,14 +31,13 @@ __all__ = ["push_router", "subscription_of"]
 
 def push_router(services: Services) -> APIRouter:
     """``/device/push``: read, register and take back this device's subscription."""
-    settings = services.settings
     router, signed = signed_json_router(
         services, "/device/push", "notifications", responses=REFUSALS
     )
 
     async def state(device: Device) -> PushOut:
         mine = [s for s in await services.store.push.list(device.user) if s.device_id == device.id]
-        key = settings.push_public_key
+        key = services.push_key
         return PushOut(enabled=bool(key), public_key=key, subscribed=bool(mine))
 
     @router.get("", response_model=PushOut, openapi_extra=SIGNED)
@@ -50,7 +49,7 @@ def push_router(services: Services) -> APIRouter:
     @router.post("", response_model=PushOut, openapi_extra=SIGNED)
     async def subscribe(body: PushIn, device: Device = signed) -> PushOut:
         """Keep this device's subscription, in place of any it had."""
-        if not settings.push_public_key:
+        if not services.push_key:
             raise Refused(Reason.PUSH_OFF)
         await services.store.push.put(subscription_of(body, device, services.clock()))
         return await state(device)

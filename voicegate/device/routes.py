@@ -73,30 +73,28 @@ __all__ = ["answer_response", "device_router", "new_evidence", "not_anothers"]
 
 def device_router(services: Services) -> APIRouter:
     """The ``/device/*`` routes over ``services``' store, gate and voice pipeline."""
-    settings = services.settings
+    config = services.config
     clock = services.clock
     gate = services.gate
     events = services.events
-    intake = Intake(settings.max_voice_in_flight)
+    intake = Intake(config.max_voice_in_flight)
     events.queue_depth.set_function(lambda: intake.depth)
 
     def limit_for(path: str) -> int:
-        return settings.max_voice_bytes if path.endswith("/voice") else settings.max_json_bytes
+        return config.max_voice_bytes if path.endswith("/voice") else config.max_json_bytes
 
     router = APIRouter(
         prefix="/device",
         tags=["device"],
         route_class=limited_route(
-            limit_for, clock, body_timeout=settings.body_timeout, events=events
+            limit_for, clock, body_timeout=config.body_timeout, events=events
         ),
         responses=REFUSALS,
     )
 
     async def within_budget(device: Device, *spent: limits.What) -> None:
         for what in spent:
-            await limits.take(
-                services.store.budgets, settings.rate_limits, device, what, now=clock()
-            )
+            await limits.take(services.store.budgets, config.rate_limits, device, what, now=clock())
 
     signed = Depends(device_dependency(services))
 
@@ -111,7 +109,7 @@ def device_router(services: Services) -> APIRouter:
             keys=gate.receipt_keys,
             name=body.name,
             clock=clock,
-            limits=settings.pairing_limits,
+            limits=config.pairing_limits,
         )
         return PairOut.of(device, clock())
 
@@ -209,7 +207,7 @@ def device_router(services: Services) -> APIRouter:
         "/voice",
         response_model=AnswerOut,
         openapi_extra=VOICE_BODY,
-        description=voice_description(settings.max_voice_bytes),
+        description=voice_description(config.max_voice_bytes),
     )
     async def voice(request: Request, device: Device = signed) -> JSONResponse:
         """Answer by voice: the server transcribes the recording and decides what it means."""
@@ -219,7 +217,7 @@ def device_router(services: Services) -> APIRouter:
         if pipeline is None:
             raise Refused(Reason.LANGUAGE_UNAVAILABLE, "this server has no recogniser")
         await within_budget(device, "voice", "answer")
-        audio, content_type, fields = await _read_audio(request, settings.max_voice_bytes)
+        audio, content_type, fields = await _read_audio(request, config.max_voice_bytes)
         pending_id = _field(request, fields, "pending_id", PENDING_HEADER)
         nonce = _field(request, fields, "nonce", NONCE_HEADER, in_query=False)
         shown = _shown(fields.get("shown") or request.query_params.get("shown", ""))

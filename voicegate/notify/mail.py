@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
-from voicegate.errors import ConfigError
+from voicegate.errors import ConfigFieldError
 from voicegate.notify.notice import Notice
 from voicegate.secrets import Secret
 
@@ -53,19 +53,27 @@ class SmtpServer:
 
     @classmethod
     def parse(cls, url: str, password: Secret | None = None) -> SmtpServer:
-        """``smtp://[user@]host[:port]`` or ``smtps://...``; anything else is a ``ConfigError``."""
+        """``smtp://[user@]host[:port]`` or ``smtps://...``; else a ``ConfigFieldError``."""
         parts = urllib.parse.urlsplit(url.strip())
         if parts.scheme not in PORTS or not parts.hostname:
-            raise ConfigError(f"--smtp needs smtp://host[:port] or smtps://..., not {url!r}")
+            raise ConfigFieldError(
+                "{smtp} needs smtp://host[:port] or smtps://..., not {url!r}", url=url
+            )
         if parts.password is not None:
-            raise ConfigError("--smtp takes no password in the URL: set VOICEGATE_SMTP_PASSWORD")
+            raise ConfigFieldError(
+                "{smtp} takes no password in the URL: set VOICEGATE_SMTP_PASSWORD"
+            )
         try:
             port = parts.port or PORTS[parts.scheme]
         except ValueError:
-            raise ConfigError(f"--smtp has a port that is not a number: {url!r}") from None
+            raise ConfigFieldError(
+                "{smtp} has a port that is not a number: {url!r}", url=url
+            ) from None
         login = urllib.parse.unquote(parts.username or "")
         if login and password is None:
-            raise ConfigError(f"--smtp logs in as {login!r}: set VOICEGATE_SMTP_PASSWORD")
+            raise ConfigFieldError(
+                "{smtp} logs in as {login!r}: set VOICEGATE_SMTP_PASSWORD", login=login
+            )
         return cls(parts.hostname, port, parts.scheme == "smtps", login, password)
 
     @property

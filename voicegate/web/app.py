@@ -61,7 +61,6 @@ from voicegate.observe import CONTENT_TYPE, Events
 from voicegate.reasons import NEXT_STEP, Reason
 from voicegate.secrets import Secret
 from voicegate.services import Services
-from voicegate.services import Settings as ServiceSettings
 from voicegate.settings import ServerConfig
 from voicegate.store.base import Store
 from voicegate.text import printable
@@ -121,12 +120,8 @@ def build_app(
     store: Store,
     voice: VoicePipeline | None = None,
     clock: Callable[[], float] = time.time,
-    token_ttl: float | None = None,
 ) -> FastAPI:
-    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``.
-
-    ``token_ttl``, when given, overrides ``config.token_ttl`` (the token lifetime in seconds).
-    """
+    """The FastAPI app gating ``upstream`` with ``policy`` over ``store``."""
     keys = config.signing_keys()
     events = Events()
     pool = UpstreamPool(upstream)
@@ -162,9 +157,7 @@ def build_app(
     tools = GatedTools(
         gate,
         catalog,
-        tokens=TokenCodec(
-            keys, ttl=config.token_ttl if token_ttl is None else token_ttl, clock=clock
-        ),
+        tokens=TokenCodec(keys, ttl=config.token_ttl, clock=clock),
         options=options,
         clock=clock,
         events=events,
@@ -183,15 +176,9 @@ def build_app(
         gate=gate,
         voice=voice,
         clock=clock,
-        settings=ServiceSettings(
-            public_url=config.base_url,
-            rate_limits=config.rate_limits,
-            pairing_limits=config.pairing_limits,
-            max_voice_in_flight=config.max_voice_in_flight,
-            body_timeout=config.body_timeout,
-            push_public_key=push_key,
-        ),
+        config=config,
         events=events,
+        push_key=push_key,
     )
     assembly = Assembly(services, pool, catalog, tools, config, reads, dispatcher)
     # A pipeline whose recogniser hears on workers reports them (the eval's scripted one has none).

@@ -22,7 +22,7 @@ from voicegate.errors import ConfigError, ModelError
 from voicegate.mcp.policy import Policy
 from voicegate.mcp.stdio_front import StdioFront, Wire
 from voicegate.mcp.upstream import UpstreamSpec
-from voicegate.settings import ServerConfig, check_startup
+from voicegate.settings import VOICE_IN_FLIGHT, ServerConfig, check_startup
 from voicegate.store.base import Store
 
 if TYPE_CHECKING:  # the model runtime loads only when voice is switched on
@@ -76,12 +76,11 @@ async def serve(
         with listen(config.host, config.port) as sock, contextlib.ExitStack() as closing:
             # --port 0 listens where the system chose; the banner and the app name that port.
             config = replace(config, port=int(sock.getsockname()[1]))
-            pipeline = _pipeline(store, voice)
+            # The pipeline's own queue must not refuse what the device routes admitted.
+            pipeline = _pipeline(store, voice, max_waiting=config.max_voice_in_flight)
             if pipeline is not None:
                 # A recogniser that holds a connection (hearing on workers) lets it go last.
                 closing.callback(getattr(pipeline.transcriber, "close", lambda: None))
-                # The pipeline's own queue must not refuse what the device routes admitted.
-                pipeline.max_waiting = config.max_voice_in_flight
             app = build_app(config, upstream=upstream, policy=policy, store=store, voice=pipeline)
             # The app's start-up (open the upstream, list it, refuse a tool-name clash) runs
             # here rather than inside uvicorn, so a refusal is one line and the banner, with its
@@ -133,7 +132,7 @@ async def _serve_with_stdio(
         server.should_exit = True
 
 
-def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
+def _pipeline(store: Store, voice: Voice | None, *, max_waiting: int) -> VoicePipeline | None:
     """The real recogniser over the store, or None for taps only; a missing model raises."""
     if voice is None:
         return None
@@ -144,6 +143,7 @@ def _pipeline(store: Store, voice: Voice | None) -> VoicePipeline | None:
         templates=store.templates,
         hearing=voice.hearing,
         hearing_timeout=voice.hearing_timeout,
+        max_waiting=max_waiting,
     )
 
 
@@ -281,6 +281,7 @@ def default_pipeline(
     templates: TemplateStore | None = None,
     hearing: str = "",
     hearing_timeout: float = 30.0,
+    max_waiting: int = VOICE_IN_FLIGHT,
 ) -> VoicePipeline:
     """The real recogniser with a replay guard over ``fingerprints``, and the users' personal
     answers from ``templates`` when given; with ``hearing`` (a NATS URL), the recogniser runs
@@ -319,4 +320,5 @@ def default_pipeline(
         languages=langs,
         enrolments=taught,
         workers=workers,
+        max_waiting=max_waiting,
     )
