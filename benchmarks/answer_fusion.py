@@ -109,7 +109,11 @@ def verdicts(
     v = decision.decide(scored, transcript, stage, cal, cards)
     both = decision.agree(v, meanings, stage, cal, cards).decision
     lift = both
-    if sure and v.rule in ("unclear", "unsupported", "no_answer"):
+    if sure and v.rule in (
+        decision.Rule.UNCLEAR,
+        decision.Rule.UNSUPPORTED,
+        decision.Rule.NO_ANSWER,
+    ):
         finite = [x for x in scored if math.isfinite(x.score)]
         vetoed = decision._meaning(decision._likeliest(finite, cal.prior(stage, cards)))
         other = transcript.kind in decision.ANSWERS and transcript != said

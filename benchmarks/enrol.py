@@ -255,7 +255,9 @@ def fused_rows(
                 continue
             m = templates.judge(nearest, r)
             if h.refusal is not None:
-                v = decision.Verdict(Decision(Kind.REFUSE, reason=h.refusal), 0.0, "recogniser")
+                v = decision.Verdict(
+                    Decision(Kind.REFUSE, reason=h.refusal), 0.0, decision.Rule.RECOGNISER
+                )
                 rows.append((t, v.decision, [], v, m, radius))
                 continue
             said, hyps = calibrate.verdicts(h, readings, CARDS, Stage.CHOOSE)

@@ -19,6 +19,7 @@ from voicegate.voice.decision import (
     UNCALIBRATED,
     Calibration,
     Hypothesis,
+    Rule,
     decide,
     posteriors,
     refused_by_recogniser,
@@ -64,7 +65,9 @@ def test_anything_else_counts_at_its_prior_odds_at_a_choice_among_cards() -> Non
     prior = Calibration(card=0.75, yes=0.75, support=1, source="test", other=math.log(0.25))
     assert decide(hyps, TWO, Stage.CHOOSE, prior, 3).decision == TWO
     # As scored (no prior), two has only half: unclear.
-    assert decide(hyps, TWO, Stage.CHOOSE, Calibration(0.75, 0.75, 1, "test"), 3).rule == "unclear"
+    assert (
+        decide(hyps, TWO, Stage.CHOOSE, Calibration(0.75, 0.75, 1, "test"), 3).rule == Rule.UNCLEAR
+    )
     # A yes-or-no question counts anything else as scored.
     assert prior.prior(Stage.CHOOSE, 1) == prior.prior(Stage.FINAL, 3) == 0.0
 
@@ -80,13 +83,13 @@ def test_the_prior_leaves_refusals_of_meaning_and_readings_as_scored() -> None:
 def test_a_clear_supported_card_is_chosen() -> None:
     hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -6.0)]
     verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision == TWO and verdict.rule == "decided" and verdict.probability > 0.99
+    assert verdict.decision == TWO and verdict.rule == Rule.DECIDED and verdict.probability > 0.99
 
 
 def test_a_card_the_scores_do_not_make_likely_enough_is_unclear() -> None:
     hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -1.1), reading("no", CANCEL, -1.2)]
     verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == "unclear"
+    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == Rule.UNCLEAR
 
 
 def test_a_choice_among_cards_and_a_yes_have_their_own_thresholds() -> None:
@@ -101,7 +104,7 @@ def test_a_refusal_of_meaning_in_the_transcript_is_the_decision() -> None:
     hyps = [reading("two", TWO, -0.1)]
     for reason in MEANING:
         verdict = decide(hyps, refuse(reason), Stage.CHOOSE, EVEN, 3)
-        assert verdict.decision == refuse(reason) and verdict.rule == "veto"
+        assert verdict.decision == refuse(reason) and verdict.rule == Rule.VETO
 
 
 def test_a_likeliest_hedge_blocks_a_release_but_not_a_cancel() -> None:
@@ -125,7 +128,7 @@ def test_a_transcript_that_says_cancel_or_wait_is_decided_so() -> None:
 def test_scores_that_favour_another_answer_than_the_transcript_are_unclear() -> None:
     hyps = [free("Two.", TWO, -3.0), reading("three", THREE, -0.5)]
     verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == "disagree"
+    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == Rule.DISAGREE
 
 
 def test_an_unreadable_transcript_may_stand_for_a_clear_winner_with_support() -> None:
@@ -139,7 +142,7 @@ def test_scores_alone_never_release_what_no_transcript_says() -> None:
     # "haan nahin" heard as "Hannain": the readings favour yes, no transcript reads as yes.
     hyps = [free("Hannain", refuse(Reason.NOT_UNDERSTOOD), -6.0), reading("haan", CONFIRM, -1.0)]
     verdict = decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.FINAL, EVEN)
-    assert not verdict.decision.releases and verdict.rule == "unsupported"
+    assert not verdict.decision.releases and verdict.rule == Rule.UNSUPPORTED
     assert verdict.decision.reason is Reason.NOT_UNDERSTOOD
 
 
@@ -248,5 +251,5 @@ def test_a_hearing_the_recogniser_refused_never_releases(refusal: Reason, text: 
     for stage, cards in ((Stage.CHOOSE, 3), (Stage.CHOOSE, 1), (Stage.FINAL, 1)):
         verdict = refused_by_recogniser(refusal, consent.decide(text, cards, stage))
         assert not verdict.decision.releases
-        if verdict.rule == "grammar":
+        if verdict.rule == Rule.GRAMMAR:
             assert refusal is Reason.NO_SPEECH

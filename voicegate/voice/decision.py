@@ -53,6 +53,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
@@ -68,6 +69,32 @@ MEANING = frozenset(
 )
 ANSWERS = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
 UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+
+
+class Question(StrEnum):
+    """The kind of question a set asks, as the calibration and the answer model name it."""
+
+    CARD = "card"  # which of several cards
+    YES = "yes"  # yes or no: a single card at the choose stage, and the final card
+
+
+class Rule(StrEnum):
+    """Which rule decided a verdict (the module docstring; ``rule`` in ``decide --json``)."""
+
+    VETO = "veto"  # rule 1: the grammar refused the meaning
+    GRAMMAR = "grammar"  # rule 2: the words say cancel or more time
+    DECIDED = "decided"  # rules 2-3: the likeliest answer, sure and supported
+    UNCLEAR = "unclear"  # rule 2: the likeliest answer under the threshold
+    DISAGREE = "disagree"  # rule 2: the best transcript reads as another answer
+    UNSUPPORTED = "unsupported"  # rule 3: no free transcript says the release
+    NO_ANSWER = "no_answer"  # no hypothesis means an answer
+    RECOGNISER = "recogniser"  # the recogniser refused the hearing
+    ANSWER_MODEL = "answer_model"  # rule 4: the sound does not agree
+    FUSED = "fused"  # the templates' ratio lifted or kept the answer over the threshold
+    FUSED_UNCLEAR = "fused_unclear"  # the templates' ratio left it under the threshold
+    TEMPLATE = "template"  # a hard user's clear template match decided alone
+    GRANT = "grant"  # a spoken grant whose answer part could not be heard
+    GRANT_DISAGREE = "grant_disagree"  # the answer part heard as another answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,16 +150,16 @@ class Calibration:
 
     def need(self, stage: Stage, cards: int) -> float:
         """The threshold for a set of ``cards`` cards at ``stage``."""
-        return self.card if question(stage, cards) == "card" else self.yes
+        return self.card if question(stage, cards) is Question.CARD else self.yes
 
     def prior(self, stage: Stage, cards: int) -> float:
         """The log prior odds of "anything else" for a set of ``cards`` cards at ``stage``."""
-        return self.other if question(stage, cards) == "card" else 0.0
+        return self.other if question(stage, cards) is Question.CARD else 0.0
 
 
-def question(stage: Stage, cards: int) -> str:
-    """The kind of question a set asks: "card" (which of several) or "yes" (yes or no)."""
-    return "card" if stage is Stage.CHOOSE and cards > 1 else "yes"
+def question(stage: Stage, cards: int) -> Question:
+    """The kind of question a set asks: which of several cards, or yes or no."""
+    return Question.CARD if stage is Stage.CHOOSE and cards > 1 else Question.YES
 
 
 # Nothing is released by voice through a model that was never calibrated.
@@ -145,9 +172,7 @@ class Verdict:
 
     decision: Decision
     probability: float
-    # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer",
-    # "recogniser"; with templates also "fused", "fused_unclear" and "template"
-    rule: str
+    rule: Rule
     winner: Decision | None = None
     # The winner's fused probability, where the user's templates weighed in (``fuse``); the
     # ``probability`` above stays the recogniser's own.
@@ -185,27 +210,27 @@ def decide(
 ) -> Verdict:
     """The decision for one answer; ``transcript`` is the grammar's reading of the best one."""
     if _meaning(transcript):
-        return Verdict(transcript, 0.0, "veto")
+        return Verdict(transcript, 0.0, Rule.VETO)
     if transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
-        return Verdict(transcript, 0.0, "grammar")
+        return Verdict(transcript, 0.0, Rule.GRAMMAR)
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     fallback = transcript if transcript.kind is Kind.REFUSE else UNCLEAR
     post = posteriors(finite, calibration.prior(stage, cards))
     answers = {d: p for d, p in post.items() if d.kind in ANSWERS}
     if not answers:
-        return Verdict(fallback, 0.0, "no_answer")
+        return Verdict(fallback, 0.0, Rule.NO_ANSWER)
     winner = max(answers, key=lambda d: answers[d])
     probability = answers[winner]
     if not probability >= calibration.need(stage, cards):
-        return Verdict(fallback, probability, "unclear", winner)
+        return Verdict(fallback, probability, Rule.UNCLEAR, winner)
     if transcript.kind in ANSWERS and winner != transcript:
-        return Verdict(UNCLEAR, probability, "disagree", winner)
+        return Verdict(UNCLEAR, probability, Rule.DISAGREE, winner)
     if winner.releases and _meaning(likeliest):
-        return Verdict(likeliest, probability, "veto", winner)
+        return Verdict(likeliest, probability, Rule.VETO, winner)
     if winner.releases and not _supported(winner, finite, calibration.support):
-        return Verdict(fallback, probability, "unsupported", winner)
-    return Verdict(winner, probability, "decided", winner)
+        return Verdict(fallback, probability, Rule.UNSUPPORTED, winner)
+    return Verdict(winner, probability, Rule.DECIDED, winner)
 
 
 def agree(
@@ -226,7 +251,7 @@ def agree(
     said = max(answers, key=lambda d: answers[d])
     if said == verdict.decision and answers[said] >= need:
         return replace(verdict, heard=answers[said])
-    return Verdict(UNCLEAR, verdict.probability, "answer_model", verdict.winner, verdict.fused,
+    return Verdict(UNCLEAR, verdict.probability, Rule.ANSWER_MODEL, verdict.winner, verdict.fused,
                    answers.get(verdict.decision, 0.0))  # fmt: skip
 
 
@@ -238,8 +263,8 @@ def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Verdict:
     no-speech probability of 0.78 now cancels, and none of the other 52 no-speech decisions
     reads as a cancel or a wait (docs/voice.md, "Weak spots")."""
     if refusal is Reason.NO_SPEECH and transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
-        return Verdict(transcript, 0.0, "grammar")
-    return Verdict(Decision(Kind.REFUSE, reason=refusal), 0.0, "recogniser")
+        return Verdict(transcript, 0.0, Rule.GRAMMAR)
+    return Verdict(Decision(Kind.REFUSE, reason=refusal), 0.0, Rule.RECOGNISER)
 
 
 def fuse(
@@ -252,7 +277,7 @@ def fuse(
     cards: int = 1,
 ) -> Verdict:
     """The verdict of ``decide`` combined with the user's templates (module docstring)."""
-    if taught is None or verdict.rule in ("veto", "grammar", "recogniser"):
+    if taught is None or verdict.rule in (Rule.VETO, Rule.GRAMMAR, Rule.RECOGNISER):
         return verdict
     same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
     finite = [h for h in hypotheses if math.isfinite(h.score)]
@@ -267,16 +292,16 @@ def fuse(
     )
     if combined is None:  # the templates say nothing about this answer: the recogniser alone
         return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
-    if question(stage, cards) == "yes":
+    if question(stage, cards) is Question.YES:
         # The fusion was fitted on choices among cards: at a yes-or-no question the templates'
         # ratio may lower the recogniser's probability, never raise it.
         combined = min(combined, probability)
     need = calibration.need(stage, cards)
     if verdict.decision.releases:
         if combined >= need:
-            return Verdict(winner, probability, "fused", winner, combined)
-        return Verdict(UNCLEAR, probability, "fused_unclear", winner, combined)
-    if verdict.rule != "unclear":  # "unsupported", "disagree": still refused, the ratio shown
+            return Verdict(winner, probability, Rule.FUSED, winner, combined)
+        return Verdict(UNCLEAR, probability, Rule.FUSED_UNCLEAR, winner, combined)
+    if verdict.rule is not Rule.UNCLEAR:  # UNSUPPORTED, DISAGREE: still refused, ratio shown
         return Verdict(verdict.decision, verdict.probability, verdict.rule, winner, combined)
     # The recogniser alone found its winner too unsure. The templates lift it only on a choice
     # among cards, when a free transcript at the top of a language's beam says it (rule 3) and
@@ -288,12 +313,12 @@ def fuse(
         and not other
         and likeliest == winner
         and _points_at(evidence, winner)
-        and question(stage, cards) == "card"
+        and question(stage, cards) is Question.CARD
         and _allowed(winner, stage, cards)
         and combined >= need
     ):
-        return Verdict(winner, probability, "fused", winner, combined)
-    unsure = Verdict(verdict.decision, verdict.probability, "fused_unclear", winner, combined)
+        return Verdict(winner, probability, Rule.FUSED, winner, combined)
+    unsure = Verdict(verdict.decision, verdict.probability, Rule.FUSED_UNCLEAR, winner, combined)
     return _alone(unsure, finite, transcript, taught, stage, calibration, cards, same)
 
 
@@ -318,14 +343,16 @@ def _alone(
     # Fitted on choices among cards, each match beating the user's other taught meanings: a
     # yes-or-no question, or a user with one meaning taught (nothing to beat, and no reach to
     # cap the radius), never gets a release from templates alone.
-    if question(stage, cards) != "card" or not any(m != meaning for m in taught.distances):
+    if question(stage, cards) is not Question.CARD or not any(
+        m != meaning for m in taught.distances
+    ):
         return verdict
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     if _meaning(likeliest) or (transcript.kind in ANSWERS and transcript != meaning):
         return verdict
     probability = posteriors(finite, calibration.prior(stage, cards)).get(meaning, 0.0)
     if probability >= calibration.alone:
-        return Verdict(meaning, probability, "template", meaning)
+        return Verdict(meaning, probability, Rule.TEMPLATE, meaning)
     return verdict
 
 

@@ -25,6 +25,7 @@ from voicegate.reasons import Kind, Reason
 from voicegate.voice import consent, decision, enrolment, templates
 from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
+from voicegate.voice.decision import Rule
 from voicegate.voice.enrolment import meaning_text
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
 from voicegate.voice.leading import answer_part
@@ -62,7 +63,7 @@ class VoiceResult:
     recogniser: str = ""
     model: str = ""
     language: str | None = None
-    rule: str = ""
+    rule: Rule | None = None
     probability: float = 0.0
     # The fused probability of the recogniser's winner, where the user's templates weighed in.
     fused: float | None = None
@@ -265,7 +266,7 @@ class VoicePipeline:
         two hearings disagreeing, not an answer. The length itself releases nothing."""
         part = answer_part(clip.samples)
         if part is None:
-            return decision.Verdict(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, "grant"), None
+            return decision.Verdict(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, Rule.GRANT), None
         started = self._clock()
         try:
             heard = await self._hear(dataclasses.replace(whole, samples=part))
@@ -273,7 +274,7 @@ class VoicePipeline:
             # As for the whole clip: refused, never guessed from the whole clip's hearing alone.
             logger.warning("voice answer refused: %s", exc)
             refusal = consent.refuse(Reason.HEARING_UNAVAILABLE)
-            return decision.Verdict(refusal, 0.0, "grant"), None
+            return decision.Verdict(refusal, 0.0, Rule.GRANT), None
         timings["answer_part"] = _ms(self._clock() - started)
         said = reading_of(heard.text, cards, stage, card_words)
         if heard.refusal is not None:
@@ -283,7 +284,9 @@ class VoicePipeline:
         verdict, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
         answered = verdict.decision.kind is not Kind.REFUSE
         if answered and verdict.decision != _merge(words.decision, cards, stage):
-            return decision.Verdict(decision.UNCLEAR, verdict.probability, "grant_disagree"), taught
+            return decision.Verdict(
+                decision.UNCLEAR, verdict.probability, Rule.GRANT_DISAGREE
+            ), taught
         return verdict, taught
 
     async def take(self, clip: Clip) -> Take:
@@ -416,7 +419,7 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "language": result.language,
         "model": result.model,
         "recogniser": result.recogniser,
-        "rule": result.rule,
+        "rule": result.rule or "",
         "probability": round(result.probability, 4),
         "fused_probability": None if result.fused is None else round(result.fused, 4),
         "answer_model_probability": None if result.heard is None else round(result.heard, 4),
