@@ -20,7 +20,7 @@ Each corpus clip is decided with the answer model that never heard its speaker (
 the threshold fitted on the other half of the folds; a held-out near miss with the shipped model
 and its shipped thresholds (no model heard those words). The rules:
 
-- **decoder**: today's (``decision.decide``), the answer model not asked;
+- **decoder**: today's (``decision.weigh``), the answer model not asked;
 - **model**: the answer model alone (its likeliest answer, at its threshold);
 - **both**: shipped (``decision.agree``): a release of today's rule stands only where the answer
   model's likeliest answer is the same, at its threshold;
@@ -106,7 +106,7 @@ def verdicts(
         return {"decoder": v.decision, "model": model, "both": v.decision, "lift": v.decision}
     rs = consent.readings(cards, stage, tuple(LEXICONS["en"]))
     scored = hypotheses(rs, h, cards, stage)
-    v = decision.decide(scored, transcript, stage, cal, cards)
+    v = decision.weigh(scored, transcript, stage, cal, cards)
     both = decision.agree(v, meanings, stage, cal, cards).decision
     lift = both
     if sure and v.rule in (

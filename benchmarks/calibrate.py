@@ -15,7 +15,7 @@ speech_commands speakers whose id starts with 0 or 1; the report split is the re
 threshold (``card`` for a choice among cards, ``yes`` for a one-card or final yes) is the lowest
 probability, from 0.50 up, at which the calibration split releases nothing wrongly. A hearing
 holds every score the decision reads, so ``fit`` runs the same decision code as the server
-(``hypotheses.hypotheses`` and ``decision.decide``).
+(``hypotheses.hypotheses`` and ``decision.weigh``).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def fit(args: argparse.Namespace) -> int:
             if KINDS[(cards > 1, st)] != kind:
                 continue
             # A hearing the recogniser refused (``hyps`` None) is decided already.
-            d = t if hyps is None else decision.decide(hyps, t, st, cal, cards).decision
+            d = t if hyps is None else decision.weigh(hyps, t, st, cal, cards).decision
             rows.append((clip, cards, outcome(clip, cards, d)))
         return rows
 

@@ -11,7 +11,7 @@
     # 2. decide them with the server's own code and say where the answers are lost
     .venv/bin/python benchmarks/hinglish_hear.py decide --cache bench-out/hi-heard.jsonl
 
-``decide`` runs ``hypotheses.hypotheses`` and ``decision.decide`` at the model's shipped
+``decide`` runs ``hypotheses.hypotheses`` and ``decision.weigh`` at the model's shipped
 calibration, as the server with ``base`` does (English and Hindi, or the ``--lang`` given), and
 counts, for the genuine choices and yeses, how many have a top transcript of some decoded
 language that the grammar reads as that answer: a release must be what such a transcript says,
@@ -113,7 +113,7 @@ def decide(args: argparse.Namespace) -> int:
         if h.refusal is not None:
             got = Decision(Kind.REFUSE, reason=h.refusal)
         else:
-            got = decision.decide(hyps, said, stage, cal, cards).decision
+            got = decision.weigh(hyps, said, stage, cal, cards).decision
         script = "Devanagari" if any("\u0900" <= ch <= "\u097f" for ch in h.text) else "Latin"
         kind = "genuine" if want is not None else "refusal"
         written[f"{kind}: {script}, decoded as {h.language or 'nothing'}"] += 1

@@ -1,4 +1,4 @@
-"""Personal answers: the recogniser's verdict combined with the user's templates (``fuse``).
+"""Personal answers: the recogniser's ruling combined with the user's templates (``fuse``).
 
 The templates count only as evidence about the recogniser's own winner, in the fused
 probability; they never veto on their own, and say nothing far from every template.
@@ -35,11 +35,11 @@ from voicegate.voice.decision import (
     Calibration,
     Hypothesis,
     Rule,
-    Verdict,
-    decide,
+    Ruling,
     fuse,
     posteriors,
     question,
+    weigh,
 )
 from voicegate.voice.taught import Taught, fused_probability, fusion_evidence
 
@@ -70,9 +70,9 @@ def fused(
     cards: int = 3,
     stage: Stage = Stage.CHOOSE,
     cal: Calibration = FUSING,
-) -> Verdict:
-    verdict = decide(hyps, transcript, stage, cal, cards)
-    return fuse(verdict, hyps, transcript, templates, stage, cal, cards)
+) -> Ruling:
+    ruling = weigh(hyps, transcript, stage, cal, cards)
+    return fuse(ruling, hyps, transcript, templates, stage, cal, cards)
 
 
 # "Two." heard with 0.82 of the probability: released alone at the 0.8 the card needs.
@@ -82,9 +82,9 @@ UNSURE_TWO = [free("Two.", TWO, -1.0), reading("three", THREE, -1.2), free("Tu",
 
 
 def test_without_templates_the_verdict_stands() -> None:
-    verdict = decide(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
-    assert fuse(verdict, UNSURE_TWO, TWO, None, Stage.CHOOSE, FUSING, 3) == verdict
-    assert fused(UNSURE_TWO, TWO, Taught(None, False)) == verdict
+    ruling = weigh(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    assert fuse(ruling, UNSURE_TWO, TWO, None, Stage.CHOOSE, FUSING, 3) == ruling
+    assert fused(UNSURE_TWO, TWO, Taught(None, False)) == ruling
 
 
 def test_templates_that_agree_lift_a_card_the_recogniser_alone_found_too_unsure() -> None:
@@ -120,14 +120,14 @@ def test_a_template_of_another_card_far_nearer_lowers_the_release_below_the_thre
 
 def test_an_answer_far_from_every_template_is_left_to_the_recogniser() -> None:
     far = taught({TWO: 3.0, THREE: 1.0}, {TWO: 1.0, THREE: 0.5})  # outside both radii
-    alone = decide(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    alone = weigh(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
     assert fused(SURE_TWO, TWO, far) == alone
-    assert fused(UNSURE_TWO, TWO, far) == decide(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    assert fused(UNSURE_TWO, TWO, far) == weigh(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
 
 
 def test_a_card_the_user_never_taught_is_left_to_the_recogniser() -> None:
     other = taught({THREE: 1.0, CANCEL: 2.0}, {THREE: 1.5, CANCEL: 1.5})
-    assert fused(SURE_TWO, TWO, other) == decide(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    assert fused(SURE_TWO, TWO, other) == weigh(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
 
 
 def test_templates_without_fitted_weights_say_nothing() -> None:
@@ -145,14 +145,14 @@ def test_templates_never_release_what_no_transcript_says() -> None:
 
 def test_a_transcript_that_reads_as_another_answer_is_not_overruled_by_templates() -> None:
     hyps = [reading("two", TWO, -0.2), reading("three", THREE, -1.5), free("Three.", THREE, -3.0)]
-    assert decide(hyps, THREE, Stage.CHOOSE, FUSING, 3).winner == TWO
+    assert weigh(hyps, THREE, Stage.CHOOSE, FUSING, 3).winner == TWO
     assert not fused(hyps, THREE, taught({TWO: 1.0, THREE: 100.0})).decision.releases
 
 
 def test_templates_never_overrule_a_recogniser_sure_of_another_answer() -> None:
     # "Two." is the best transcript, but cancel takes 0.99 of the probability.
     hyps = [free("Two.", TWO, -5.0), reading("cancel", CANCEL, 0.0)]
-    assert decide(hyps, TWO, Stage.CHOOSE, SHIPPED, 3).winner == CANCEL
+    assert weigh(hyps, TWO, Stage.CHOOSE, SHIPPED, 3).winner == CANCEL
     out = fused(hyps, TWO, taught({TWO: 1.0, THREE: 15.0}, {TWO: 15.0, THREE: 1.0}), cal=SHIPPED)
     assert not out.decision.releases
 
@@ -301,19 +301,19 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
     other: float,
 ) -> None:
     cal = replace(FUSING, other=other)
-    verdict = decide(hyps, transcript, stage, cal, cards)
-    out = fuse(verdict, hyps, transcript, templates, stage, cal, cards)
+    ruling = weigh(hyps, transcript, stage, cal, cards)
+    out = fuse(ruling, hyps, transcript, templates, stage, cal, cards)
     finite = [h for h in hyps if math.isfinite(h.score)]
     if out.rule == Rule.TEMPLATE:
-        assert templates.hard and templates.clear and not verdict.decision.releases
+        assert templates.hard and templates.clear and not ruling.decision.releases
         assert question(stage, cards) == "card" and len(templates.distances) >= 2
         return
     if out.fused is None:  # the templates said nothing: the recogniser alone
-        assert out == verdict
+        assert out == ruling
         return
-    assert out.winner == verdict.winner
+    assert out.winner == ruling.winner
     if out.decision.releases:
-        assert out.rule == Rule.FUSED and out.decision == verdict.winner
+        assert out.rule == Rule.FUSED and out.decision == ruling.winner
         assert out.fused >= cal.need(stage, cards)
         # Neither the raw likeliest hypothesis nor the one the prior weighs is a refusal of
         # meaning: the prior lowers only "anything else", never a refusal.
@@ -321,7 +321,7 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
         assert not (likeliest.kind is Kind.REFUSE and likeliest.reason in MEANING)
         assert any(h.decision == out.decision and h.rank == 0 for h in finite)
         assert transcript.kind not in ANSWERS or transcript == out.decision
-        if not verdict.decision.releases:
+        if not ruling.decision.releases:
             assert question(stage, cards) == "card"
         if cards > 1 or stage is not Stage.CHOOSE:  # no card 1 / yes merging to undo
             p = posteriors(finite, cal.prior(stage, cards))[out.decision]

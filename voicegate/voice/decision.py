@@ -79,7 +79,7 @@ class Question(StrEnum):
 
 
 class Rule(StrEnum):
-    """Which rule decided a verdict (the module docstring; ``rule`` in ``decide --json``)."""
+    """Which rule decided a ruling (the module docstring; ``rule`` in ``decide --json``)."""
 
     VETO = "veto"  # rule 1: the grammar refused the meaning
     GRAMMAR = "grammar"  # rule 2: the words say cancel or more time
@@ -167,7 +167,7 @@ UNCALIBRATED = Calibration(math.inf, math.inf, 0, "no calibration: voice release
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Ruling:
     """The decision, the probability of the best answer, and which rule decided."""
 
     decision: Decision
@@ -201,108 +201,108 @@ def posteriors(hypotheses: Sequence[Hypothesis], other: float = 0.0) -> dict[Dec
     return {decision: m / total for decision, m in mass.items()}
 
 
-def decide(
+def weigh(
     hypotheses: Sequence[Hypothesis],
     transcript: Decision,
     stage: Stage,
     calibration: Calibration,
     cards: int = 1,
-) -> Verdict:
+) -> Ruling:
     """The decision for one answer; ``transcript`` is the grammar's reading of the best one."""
     if _meaning(transcript):
-        return Verdict(transcript, 0.0, Rule.VETO)
+        return Ruling(transcript, 0.0, Rule.VETO)
     if transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
-        return Verdict(transcript, 0.0, Rule.GRAMMAR)
+        return Ruling(transcript, 0.0, Rule.GRAMMAR)
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     fallback = transcript if transcript.kind is Kind.REFUSE else UNCLEAR
     post = posteriors(finite, calibration.prior(stage, cards))
     answers = {d: p for d, p in post.items() if d.kind in ANSWERS}
     if not answers:
-        return Verdict(fallback, 0.0, Rule.NO_ANSWER)
+        return Ruling(fallback, 0.0, Rule.NO_ANSWER)
     winner = max(answers, key=lambda d: answers[d])
     probability = answers[winner]
     if not probability >= calibration.need(stage, cards):
-        return Verdict(fallback, probability, Rule.UNCLEAR, winner)
+        return Ruling(fallback, probability, Rule.UNCLEAR, winner)
     if transcript.kind in ANSWERS and winner != transcript:
-        return Verdict(UNCLEAR, probability, Rule.DISAGREE, winner)
+        return Ruling(UNCLEAR, probability, Rule.DISAGREE, winner)
     if winner.releases and _meaning(likeliest):
-        return Verdict(likeliest, probability, Rule.VETO, winner)
+        return Ruling(likeliest, probability, Rule.VETO, winner)
     if winner.releases and not _supported(winner, finite, calibration.support):
-        return Verdict(fallback, probability, Rule.UNSUPPORTED, winner)
-    return Verdict(winner, probability, Rule.DECIDED, winner)
+        return Ruling(fallback, probability, Rule.UNSUPPORTED, winner)
+    return Ruling(winner, probability, Rule.DECIDED, winner)
 
 
 def agree(
-    verdict: Verdict,
+    ruling: Ruling,
     answers: Mapping[Decision, float] | None,
     stage: Stage,
     calibration: Calibration,
     cards: int = 1,
-) -> Verdict:
-    """The verdict once the answer model has heard the clip (module docstring, rule 4): a
+) -> Ruling:
+    """The ruling once the answer model has heard the clip (module docstring, rule 4): a
     release stands only where the answer model's likeliest answer is that release, with at
     least its calibrated probability; ``answers`` are its probabilities of the answers this
     question can take (``answer_model.meanings``). Refusals, cancels and waits stand as they are:
     the model only ever takes a release away."""
     need = calibration.answers.get(question(stage, cards)) if calibration.answers else None
-    if answers is None or need is None or not verdict.decision.releases:
-        return verdict
+    if answers is None or need is None or not ruling.decision.releases:
+        return ruling
     said = max(answers, key=lambda d: answers[d])
-    if said == verdict.decision and answers[said] >= need:
-        return replace(verdict, heard=answers[said])
-    return Verdict(UNCLEAR, verdict.probability, Rule.ANSWER_MODEL, verdict.winner, verdict.fused,
-                   answers.get(verdict.decision, 0.0))  # fmt: skip
+    if said == ruling.decision and answers[said] >= need:
+        return replace(ruling, heard=answers[said])
+    return Ruling(UNCLEAR, ruling.probability, Rule.ANSWER_MODEL, ruling.winner, ruling.fused,
+                   answers.get(ruling.decision, 0.0))  # fmt: skip
 
 
-def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Verdict:
-    """The verdict when the recogniser refused the hearing (``transcript``: the grammar's reading
+def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Ruling:
+    """The ruling when the recogniser refused the hearing (``transcript``: the grammar's reading
     of its best transcript). Whisper's doubt that anything was said (``NO_SPEECH``) protects
     releases; a best transcript that says cancel or wait still decides so, as rule 2 does,
     since it releases nothing. On the 2,666 real clips a spoken "stop" heard "Stop." at a
     no-speech probability of 0.78 now cancels, and none of the other 52 no-speech decisions
     reads as a cancel or a wait (docs/voice.md, "Weak spots")."""
     if refusal is Reason.NO_SPEECH and transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
-        return Verdict(transcript, 0.0, Rule.GRAMMAR)
-    return Verdict(Decision(Kind.REFUSE, reason=refusal), 0.0, Rule.RECOGNISER)
+        return Ruling(transcript, 0.0, Rule.GRAMMAR)
+    return Ruling(Decision(Kind.REFUSE, reason=refusal), 0.0, Rule.RECOGNISER)
 
 
 def fuse(
-    verdict: Verdict,
+    ruling: Ruling,
     hypotheses: Sequence[Hypothesis],
     transcript: Decision,
     taught: Taught | None,
     stage: Stage,
     calibration: Calibration,
     cards: int = 1,
-) -> Verdict:
-    """The verdict of ``decide`` combined with the user's templates (module docstring)."""
-    if taught is None or verdict.rule in (Rule.VETO, Rule.GRAMMAR, Rule.RECOGNISER):
-        return verdict
+) -> Ruling:
+    """The ruling of ``weigh`` combined with the user's templates (module docstring)."""
+    if taught is None or ruling.rule in (Rule.VETO, Rule.GRAMMAR, Rule.RECOGNISER):
+        return ruling
     same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
-    winner = verdict.winner
+    winner = ruling.winner
     evidence = _merged(taught, same)
     if winner is None or not winner.releases or evidence is None:
-        return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
+        return _alone(ruling, finite, transcript, taught, stage, calibration, cards, same)
     probability = posteriors(finite, calibration.prior(stage, cards)).get(winner, 0.0)
     combined = fused_probability(
         calibration.fusion, probability, evidence, winner, calibration.fusion_limits
     )
     if combined is None:  # the templates say nothing about this answer: the recogniser alone
-        return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
+        return _alone(ruling, finite, transcript, taught, stage, calibration, cards, same)
     if question(stage, cards) is Question.YES:
         # The fusion was fitted on choices among cards: at a yes-or-no question the templates'
         # ratio may lower the recogniser's probability, never raise it.
         combined = min(combined, probability)
     need = calibration.need(stage, cards)
-    if verdict.decision.releases:
+    if ruling.decision.releases:
         if combined >= need:
-            return Verdict(winner, probability, Rule.FUSED, winner, combined)
-        return Verdict(UNCLEAR, probability, Rule.FUSED_UNCLEAR, winner, combined)
-    if verdict.rule is not Rule.UNCLEAR:  # UNSUPPORTED, DISAGREE: still refused, ratio shown
-        return Verdict(verdict.decision, verdict.probability, verdict.rule, winner, combined)
+            return Ruling(winner, probability, Rule.FUSED, winner, combined)
+        return Ruling(UNCLEAR, probability, Rule.FUSED_UNCLEAR, winner, combined)
+    if ruling.rule is not Rule.UNCLEAR:  # UNSUPPORTED, DISAGREE: still refused, ratio shown
+        return Ruling(ruling.decision, ruling.probability, ruling.rule, winner, combined)
     # The recogniser alone found its winner too unsure. The templates lift it only on a choice
     # among cards, when a free transcript at the top of a language's beam says it (rule 3) and
     # reads as no other answer, the winner is the likeliest, and the templates point at it.
@@ -317,13 +317,13 @@ def fuse(
         and _allowed(winner, stage, cards)
         and combined >= need
     ):
-        return Verdict(winner, probability, Rule.FUSED, winner, combined)
-    unsure = Verdict(verdict.decision, verdict.probability, Rule.FUSED_UNCLEAR, winner, combined)
+        return Ruling(winner, probability, Rule.FUSED, winner, combined)
+    unsure = Ruling(ruling.decision, ruling.probability, Rule.FUSED_UNCLEAR, winner, combined)
     return _alone(unsure, finite, transcript, taught, stage, calibration, cards, same)
 
 
 def _alone(
-    verdict: Verdict,
+    ruling: Ruling,
     finite: Sequence[Hypothesis],
     transcript: Decision,
     taught: Taught,
@@ -331,29 +331,29 @@ def _alone(
     calibration: Calibration,
     cards: int,
     same: Callable[[Decision], Decision],
-) -> Verdict:
-    """Where the fused probability says nothing: the recogniser's verdict, or, for a user who
+) -> Ruling:
+    """Where the fused probability says nothing: the recogniser's ruling, or, for a user who
     said their speech is hard for recognisers, a clear template match where the recogniser
     gives its meaning at least ``Calibration.alone`` (infinity, shut, on a model not fitted)."""
-    if verdict.decision.releases or taught.nearest is None or not taught.clear:
-        return verdict
+    if ruling.decision.releases or taught.nearest is None or not taught.clear:
+        return ruling
     meaning = same(taught.nearest)
     if not taught.hard or meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
-        return verdict
+        return ruling
     # Fitted on choices among cards, each match beating the user's other taught meanings: a
     # yes-or-no question, or a user with one meaning taught (nothing to beat, and no reach to
     # cap the radius), never gets a release from templates alone.
     if question(stage, cards) is not Question.CARD or not any(
         m != meaning for m in taught.distances
     ):
-        return verdict
+        return ruling
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     if _meaning(likeliest) or (transcript.kind in ANSWERS and transcript != meaning):
-        return verdict
+        return ruling
     probability = posteriors(finite, calibration.prior(stage, cards)).get(meaning, 0.0)
     if probability >= calibration.alone:
-        return Verdict(meaning, probability, Rule.TEMPLATE, meaning)
-    return verdict
+        return Ruling(meaning, probability, Rule.TEMPLATE, meaning)
+    return ruling
 
 
 def _points_at(taught: Taught, meaning: Decision) -> bool:

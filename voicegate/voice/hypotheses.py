@@ -125,7 +125,7 @@ def _within(text: str, language: str, best: Mapping[str, _Best], own: Decision) 
 
 def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:
     """The grammar's decision for one transcript, card 1 and yes merged on a single card."""
-    return _merge(cards, stage)(consent.decide(text, cards, stage, card_words))
+    return _merge(cards, stage)(consent.read_words(text, cards, stage, card_words))
 
 
 def _merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:

@@ -200,20 +200,20 @@ class VoicePipeline:
         taught: Taught | None = None
         minutes: int | None = None
         if hearing.refusal is not None:
-            verdict = decision.refused_by_recogniser(hearing.refusal, transcript)
+            ruling = decision.refused_by_recogniser(hearing.refusal, transcript)
         elif (words := consent.grant_of(hearing.text, cards, stage, card_words)) is not None:
-            verdict, taught = await self._granted(
+            ruling, taught = await self._granted(
                 words, clip, utterance, user, cards, stage, card_words, timings
             )
-            minutes = words.minutes if verdict.decision.releases else None
+            minutes = words.minutes if ruling.decision.releases else None
         else:
             scored = hypotheses(readings, hearing, cards, stage, card_words)
-            verdict, taught = await self._verdict(
+            ruling, taught = await self._verdict(
                 scored, transcript, hearing, user, cards, stage, timings
             )
         timings.setdefault("grammar", _ms(self._clock() - t3))
         return VoiceResult(
-            decision=verdict.decision,
+            decision=ruling.decision,
             transcripts=(hearing.text,),
             readings=tuple(sorted(hearing.scores, key=lambda p: -p[1])),
             timings_ms=timings,
@@ -221,11 +221,11 @@ class VoicePipeline:
             recogniser=self.transcriber.recogniser,
             model=self.transcriber.model,
             language=hearing.language,
-            rule=verdict.rule,
-            probability=verdict.probability,
-            fused=verdict.fused,
+            rule=ruling.rule,
+            probability=ruling.probability,
+            fused=ruling.fused,
             taught=taught,
-            heard=verdict.heard,
+            heard=ruling.heard,
             grant_minutes=minutes,
         )
 
@@ -238,15 +238,15 @@ class VoicePipeline:
         cards: int,
         stage: Stage,
         timings: dict[str, float],
-    ) -> tuple[decision.Verdict, Taught | None]:
+    ) -> tuple[decision.Ruling, Taught | None]:
         """Rules 1-4 of ``voice/decision.py`` and the user's templates, for one hearing."""
         started = self._clock()
-        verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
+        ruling = decision.weigh(scored, transcript, stage, self.calibration, cards)
         timings["grammar"] = _ms(self._clock() - started)
         taught = await self._taught(user, hearing, timings)
-        verdict = decision.fuse(verdict, scored, transcript, taught, stage, self.calibration, cards)
+        ruling = decision.fuse(ruling, scored, transcript, taught, stage, self.calibration, cards)
         said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
-        return decision.agree(verdict, said, stage, self.calibration, cards), taught
+        return decision.agree(ruling, said, stage, self.calibration, cards), taught
 
     async def _granted(
         self,
@@ -258,7 +258,7 @@ class VoicePipeline:
         stage: Stage,
         card_words: Sequence[str],
         timings: dict[str, float],
-    ) -> tuple[decision.Verdict, Taught | None]:
+    ) -> tuple[decision.Ruling, Taught | None]:
         """A yes followed by a grant's length ("yes, for ten minutes"): the answer part of the
         clip (``leading.answer_part``) heard again and decided by every rule a plain answer
         passes, the answer model's agreement included; it releases only where that is the
@@ -266,7 +266,7 @@ class VoicePipeline:
         two hearings disagreeing, not an answer. The length itself releases nothing."""
         part = answer_part(clip.samples)
         if part is None:
-            return decision.Verdict(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, Rule.GRANT), None
+            return decision.Ruling(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, Rule.GRANT), None
         started = self._clock()
         try:
             heard = await self._hear(dataclasses.replace(whole, samples=part))
@@ -274,20 +274,20 @@ class VoicePipeline:
             # As for the whole clip: refused, never guessed from the whole clip's hearing alone.
             logger.warning("voice answer refused: %s", exc)
             refusal = consent.refuse(Reason.HEARING_UNAVAILABLE)
-            return decision.Verdict(refusal, 0.0, Rule.GRANT), None
+            return decision.Ruling(refusal, 0.0, Rule.GRANT), None
         timings["answer_part"] = _ms(self._clock() - started)
         said = reading_of(heard.text, cards, stage, card_words)
         if heard.refusal is not None:
             return decision.refused_by_recogniser(heard.refusal, said), None
         readings = consent.readings(cards, stage, self.lexicons)
         scored = hypotheses(readings, heard, cards, stage, card_words)
-        verdict, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
-        answered = verdict.decision.kind is not Kind.REFUSE
-        if answered and verdict.decision != _merge(words.decision, cards, stage):
-            return decision.Verdict(
-                decision.UNCLEAR, verdict.probability, Rule.GRANT_DISAGREE
+        ruling, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
+        answered = ruling.decision.kind is not Kind.REFUSE
+        if answered and ruling.decision != _merge(words.decision, cards, stage):
+            return decision.Ruling(
+                decision.UNCLEAR, ruling.probability, Rule.GRANT_DISAGREE
             ), taught
-        return verdict, taught
+        return ruling, taught
 
     async def take(self, clip: Clip) -> Take:
         """One enrolment take as the recogniser meets it: its features (``Transcriber.frames``,
