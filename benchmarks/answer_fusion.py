@@ -92,8 +92,11 @@ def verdicts(
     h: Hearing, probs: np.ndarray[Any, Any], cards: int, stage: Stage, need: float
 ) -> dict[str, Decision]:
     """Each rule's decision for one clip at one question."""
-    cal = decision.Calibration(
-        **{**_fields(calibration.of("tiny.en")), "answers": {decision.question(stage, cards): need}}
+    cal = calibration.Calibration(
+        **{
+            **_fields(calibration.of("tiny.en")),
+            "answers": {calibration.question(stage, cards): need},
+        }
     )
     transcript = reading_of(h.text, cards, stage)
     meanings = am.meanings(probs, cards, stage)
@@ -121,7 +124,7 @@ def verdicts(
     return {"decoder": v.decision, "model": model, "both": both, "lift": lift}
 
 
-def _fields(cal: decision.Calibration) -> dict[str, Any]:
+def _fields(cal: calibration.Calibration) -> dict[str, Any]:
     return {name: getattr(cal, name) for name in cal.__slots__}
 
 
@@ -172,7 +175,7 @@ def fit(args: argparse.Namespace) -> int:
         fits[question] = {}
         for half, folds in HALVES.items():
             mine = [c for c in every if c[0]["fold"] in folds
-                    and decision.question(c[4], c[3]) == question]  # fmt: skip
+                    and calibration.question(c[4], c[3]) == question]  # fmt: skip
             fits[question][half] = next(
                 (t for t in GRID if not any(_wrong(c, t) for c in mine)), 1.0
             )
@@ -201,7 +204,7 @@ def table(args: argparse.Namespace) -> int:
     fits = record_["fits"]
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r, probs, h, cards, stage in cases(Path(args.cache)):
-        need = fits[decision.question(stage, cards)][OTHER_HALF[r["fold"]]]
+        need = fits[calibration.question(stage, cards)][OTHER_HALF[r["fold"]]]
         want = expected(r["label"], cards, stage)
         for rule, got in verdicts(h, probs, cards, stage, need).items():
             counts[(_set(r, cards, stage), rule)][outcome(want, got)] += 1
@@ -212,7 +215,7 @@ def table(args: argparse.Namespace) -> int:
             r = rows[i]
             name = r["id"].split("/", 1)[1]
             for cards, stage in NEAR_CONFIGS:
-                q = decision.question(stage, cards)
+                q = calibration.question(stage, cards)
                 near_h = near.get(f"{q}/{name}")
                 if near_h is None:
                     continue
@@ -261,7 +264,7 @@ def sweep(args: argparse.Namespace) -> int:
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for question in ("card", "yes"):
-        mine = [c for c in every if decision.question(c[4], c[3]) == question]
+        mine = [c for c in every if calibration.question(c[4], c[3]) == question]
         for need in SWEEP:
             c: Counter[str] = Counter()
             for r, probs, h, cards, stage in mine:
@@ -273,7 +276,7 @@ def sweep(args: argparse.Namespace) -> int:
                 half = "A" if rows[i]["text"] in half_a else "B"
                 for cards, stage in NEAR_CONFIGS:
                     near_h = near.get(f"{question}/{name}")
-                    if near_h is None or decision.question(stage, cards) != question:
+                    if near_h is None or calibration.question(stage, cards) != question:
                         continue
                     got = verdicts(near_h, z["final"][k], cards, stage, need)["both"]
                     released[half] += got.releases

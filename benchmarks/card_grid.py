@@ -43,7 +43,7 @@ def cases() -> list[Case]:
         for c in manifest.load(CORPUS / "manifest.jsonl")
         if c.lang in ("en", "none")
         and not c.enrol
-        and decision.question(c.stage, c.cards) == "card"
+        and calibration.question(c.stage, c.cards) == "card"
     ]
 
 

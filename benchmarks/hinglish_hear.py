@@ -87,7 +87,7 @@ def hear(args: argparse.Namespace) -> int:
             # Asked as the server asks it (voice/pipeline.py): every reading, in its language.
             texts = tuple(r.text for r in rs)
             spoken = tuple(SPOKEN[r.lang] for r in rs)
-            question = decision.question(stage, cards)
+            question = calibration.question(stage, cards)
             h = hear_one(transcriber, case.path, langs, texts, spoken, question)
             out.write(json.dumps(record(case.id, h), ensure_ascii=False) + "\n")
             out.flush()

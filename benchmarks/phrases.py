@@ -44,7 +44,7 @@ def main() -> int:
 
     from voicegate.domain import Stage
     from voicegate.reasons import Kind
-    from voicegate.voice import consent, decision
+    from voicegate.voice import calibration, consent, decision
     from voicegate.voice.audio import decode
     from voicegate.voice.hypotheses import hypotheses, reading_of
     from voicegate.voice.transcribe import Hearing, Utterance
@@ -54,7 +54,7 @@ def main() -> int:
     model = FasterWhisperTranscriber("tiny.en", device="cpu")
     readings = consent.readings(CARDS, stage, ("en",))
     texts = tuple(r.text for r in readings)
-    question = decision.question(stage, CARDS)
+    question = calibration.question(stage, CARDS)
 
     def outcome(hearing: Hearing, partial: bool) -> tuple[str, str, float]:
         transcript = reading_of(hearing.text, CARDS, stage)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model as am
-from voicegate.voice.decision import UNCALIBRATED, UNCLEAR, Calibration, Rule, Ruling, agree
+from voicegate.voice.calibration import UNCALIBRATED, Calibration
+from voicegate.voice.decision import UNCLEAR, Rule, Ruling, agree
 
 YES = Decision(Kind.CONFIRM)
 TWO = Decision(Kind.CHOOSE, card=2)

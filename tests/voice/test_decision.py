@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration, consent
+from voicegate.voice.calibration import UNCALIBRATED, Calibration
 from voicegate.voice.decision import (
     MEANING,
-    UNCALIBRATED,
-    Calibration,
     Hypothesis,
     Rule,
     posteriors,

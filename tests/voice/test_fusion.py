@@ -28,17 +28,16 @@ from tests.voice.test_decision import (
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration
+from voicegate.voice.calibration import Calibration, Question, question
 from voicegate.voice.decision import (
     ANSWERS,
     MEANING,
     UNCLEAR,
-    Calibration,
     Hypothesis,
     Rule,
     Ruling,
     fuse,
     posteriors,
-    question,
     weigh,
 )
 from voicegate.voice.taught import Taught, fused_probability, fusion_evidence
@@ -306,7 +305,7 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
     finite = [h for h in hyps if math.isfinite(h.score)]
     if out.rule == Rule.TEMPLATE:
         assert templates.hard and templates.clear and not ruling.decision.releases
-        assert question(stage, cards) == "card" and len(templates.distances) >= 2
+        assert question(stage, cards) is Question.CARD and len(templates.distances) >= 2
         return
     if out.fused is None:  # the templates said nothing: the recogniser alone
         assert out == ruling
@@ -322,7 +321,7 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
         assert any(h.decision == out.decision and h.rank == 0 for h in finite)
         assert transcript.kind not in ANSWERS or transcript == out.decision
         if not ruling.decision.releases:
-            assert question(stage, cards) == "card"
+            assert question(stage, cards) is Question.CARD
         if cards > 1 or stage is not Stage.CHOOSE:  # no card 1 / yes merging to undo
             p = posteriors(finite, cal.prior(stage, cards))[out.decision]
             expected = fused_probability(WEIGHTS, p, templates, out.decision)

@@ -17,7 +17,8 @@ from voicegate.errors import ModelError
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
 from voicegate.voice import calibration, consent, templates
-from voicegate.voice.decision import UNCALIBRATED, Calibration, Rule
+from voicegate.voice.calibration import UNCALIBRATED, Calibration
+from voicegate.voice.decision import Rule
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.hypotheses import hypotheses, reading_of
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json

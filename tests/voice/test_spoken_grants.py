@@ -17,8 +17,8 @@ from voicegate.domain import Decision, Stage
 from voicegate.errors import HearingUnavailable
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model
+from voicegate.voice.calibration import Calibration
 from voicegate.voice.consent import grant_of, read_words
-from voicegate.voice.decision import Calibration
 from voicegate.voice.leading import PAUSE, answer_part
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
 from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance

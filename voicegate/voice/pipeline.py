@@ -22,7 +22,7 @@ from typing import Protocol
 from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused, HearingUnavailable, Refused, Throttled
 from voicegate.reasons import Kind, Reason
-from voicegate.voice import consent, decision, enrolment, templates
+from voicegate.voice import calibration, consent, decision, enrolment, templates
 from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.decision import Rule
@@ -103,7 +103,7 @@ class VoicePipeline:
         *,
         languages: Sequence[str] = ("en",),
         clock: Callable[[], float] = time.perf_counter,
-        calibrated: decision.Calibration | None = None,
+        calibrated: calibration.Calibration | None = None,
         max_batch: int = 4,
         max_waiting: int = 16,
         workers: int = 1,
@@ -185,7 +185,7 @@ class VoicePipeline:
             self.languages,
             tuple(r.text for r in readings),
             tuple(SPOKEN.get(r.lang, "en") for r in readings),
-            question=decision.question(stage, cards),
+            question=calibration.question(stage, cards),
         )
         try:
             hearing = await self._hear(utterance)
@@ -303,7 +303,7 @@ class VoicePipeline:
         try:
             if getattr(self.transcriber, "scripted", False):
                 return Take(await asyncio.to_thread(self.transcriber.frames, clip.samples))
-            asked = decision.question(Stage.CHOOSE, enrolment.MAX_CARD)
+            asked = calibration.question(Stage.CHOOSE, enrolment.MAX_CARD)
             try:
                 hearing = await self._hear(Utterance(clip.samples, self.languages, question=asked))
             except HearingUnavailable as exc:
