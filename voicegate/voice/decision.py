@@ -118,8 +118,14 @@ class Ruling:
     heard: float | None = None
 
 
-def one_card(decision: Decision) -> Decision:
-    """With one card open, choosing card 1 and yes release the same action: one decision."""
+def merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:
+    """What each decision is for a set of ``cards`` cards at ``stage``: with one card open at the
+    choose stage, choosing card 1 and yes release the same action, so they are one decision
+    (a confirm); anywhere else every decision is itself."""
+    return _one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
+
+
+def _one_card(decision: Decision) -> Decision:
     return Decision(Kind.CONFIRM) if decision == Decision(Kind.CHOOSE, card=1) else decision
 
 
@@ -216,7 +222,7 @@ def fuse(
     """The ruling of ``weigh`` combined with the user's templates (module docstring)."""
     if taught is None or ruling.rule in (Rule.VETO, Rule.GRAMMAR, Rule.RECOGNISER):
         return ruling
-    same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
+    same = merge(cards, stage)
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     winner = ruling.winner

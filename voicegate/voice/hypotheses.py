@@ -7,7 +7,7 @@ Every reading the card allows and every free transcript of the beam becomes a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from voicegate.domain import Decision, Stage
@@ -47,7 +47,7 @@ def hypotheses(
     spellings took 1-39 % of the probability (docs/voice-measurements.md, "Punctuation").
     ``partial=False`` reads every text on its own (``benchmarks/phrases.py --compare``).
     """
-    same = _merge(cards, stage)
+    same = decision.merge(cards, stage)
     scores = dict(hearing.scores)
     best = _best(hearing, cards, stage, card_words) if partial else {}
     # A free transcript spelt exactly like a reading is that reading, counted once.
@@ -125,12 +125,4 @@ def _within(text: str, language: str, best: Mapping[str, _Best], own: Decision) 
 
 def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:
     """The grammar's decision for one transcript, card 1 and yes merged on a single card."""
-    return _merge(cards, stage)(consent.read_words(text, cards, stage, card_words))
-
-
-def _merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:
-    return decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
-
-
-def _same(d: Decision) -> Decision:
-    return d
+    return decision.merge(cards, stage)(consent.read_words(text, cards, stage, card_words))

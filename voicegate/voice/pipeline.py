@@ -283,7 +283,7 @@ class VoicePipeline:
         scored = hypotheses(readings, heard, cards, stage, card_words)
         ruling, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
         answered = ruling.decision.kind is not Kind.REFUSE
-        if answered and ruling.decision != _merge(words.decision, cards, stage):
+        if answered and ruling.decision != decision.merge(cards, stage)(words.decision):
             return decision.Ruling(
                 decision.UNCLEAR, ruling.probability, Rule.GRANT_DISAGREE
             ), taught
@@ -383,11 +383,6 @@ class VoicePipeline:
                         w.future.set_result(hearing)
         finally:
             self._running -= 1
-
-
-def _merge(meant: Decision, cards: int, stage: Stage) -> Decision:
-    """Card 1 and yes are one decision on a single card (``decision.one_card``)."""
-    return decision.one_card(meant) if cards == 1 and stage is Stage.CHOOSE else meant
 
 
 def _ms(seconds: float) -> float:
