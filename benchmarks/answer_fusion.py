@@ -51,7 +51,7 @@ from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
 from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 from voicegate.voice.transcribe import Hearing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def verdicts(
             "answers": {calibration.question(stage, cards): need},
         }
     )
-    transcript = reading_of(h.text, cards, stage)
+    transcript = read_transcript(h.text, cards, stage)
     meanings = am.meanings(probs, cards, stage)
     said = max(meanings, key=lambda m: meanings[m])
     sure = said.releases and meanings[said] >= need

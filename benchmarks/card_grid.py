@@ -28,7 +28,7 @@ from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import hypotheses, reading_of
+from voicegate.voice.hypotheses import hypotheses, read_transcript
 from voicegate.voice.transcribe import Hearing, Transcriber
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus"
@@ -80,7 +80,7 @@ def prepare(cache: Path) -> list[tuple[Case, Hearing, Decision, list[decision.Hy
         if h is None:
             continue
         rs = consent.readings(case.cards, case.stage, ("en",))
-        said = reading_of(h.text, case.cards, case.stage)
+        said = read_transcript(h.text, case.cards, case.stage)
         prepared.append((case, h, said, hypotheses(rs, h, case.cards, case.stage)))
     return prepared
 

@@ -39,7 +39,7 @@ from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fixtures" / "audio" / "corpus"
@@ -107,7 +107,7 @@ def decide(args: argparse.Namespace) -> int:
             continue
         stage, cards = case.stage, case.cards
         want = expected(case)
-        said = reading_of(h.text, cards, stage)
+        said = read_transcript(h.text, cards, stage)
         rs = consent.readings(cards, stage, lexicons)
         hyps = hypotheses(rs, h, cards, stage)
         if h.refusal is not None:

@@ -46,7 +46,7 @@ def main() -> int:
     from voicegate.reasons import Kind
     from voicegate.voice import calibration, consent, decision
     from voicegate.voice.audio import decode
-    from voicegate.voice.hypotheses import hypotheses, reading_of
+    from voicegate.voice.hypotheses import hypotheses, read_transcript
     from voicegate.voice.transcribe import Hearing, Utterance
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
@@ -57,7 +57,7 @@ def main() -> int:
     question = calibration.question(stage, CARDS)
 
     def outcome(hearing: Hearing, partial: bool) -> tuple[str, str, float]:
-        transcript = reading_of(hearing.text, CARDS, stage)
+        transcript = read_transcript(hearing.text, CARDS, stage)
         scored = hypotheses(readings, hearing, CARDS, stage, partial=partial)
         ruling = decision.weigh(scored, transcript, stage, model.calibration, CARDS)
         d = ruling.decision

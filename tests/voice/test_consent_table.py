@@ -11,7 +11,7 @@ import yaml
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice.consent import read_words, readings
-from voicegate.voice.hypotheses import reading_of
+from voicegate.voice.hypotheses import read_transcript
 from voicegate.voice.lexicon import LANGS
 
 TABLE = Path(__file__).with_name("consent_table.yaml")
@@ -111,6 +111,6 @@ def test_homophone_readings_are_their_card_and_near_misses_refuse() -> None:
     for text in ("tooth", "tool", "true", "tree", "fife", "do", "दो", "तो", "टू"):
         assert decided[text].reason is Reason.SOUND_ALIKE
     # A near miss the lexicon names without a scored reading is read so in a transcript.
-    assert reading_of("Fork.", 5, Stage.CHOOSE).reason is Reason.SOUND_ALIKE
+    assert read_transcript("Fork.", 5, Stage.CHOOSE).reason is Reason.SOUND_ALIKE
     # "for" names card four: with three cards open it is no reading at all.
     assert "for" not in {r.text for r in readings(3, Stage.CHOOSE, LANGS)}

@@ -20,7 +20,7 @@ from voicegate.voice import calibration, consent, templates
 from voicegate.voice.calibration import UNCALIBRATED, Calibration
 from voicegate.voice.decision import Rule
 from voicegate.voice.fingerprint import ReplayGuard
-from voicegate.voice.hypotheses import hypotheses, reading_of
+from voicegate.voice.hypotheses import hypotheses, read_transcript
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 
@@ -414,7 +414,7 @@ def test_the_best_transcript_with_a_question_mark_added_means_what_the_best_one_
     meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
     assert meaning["Yes?"] == Decision(Kind.CONFIRM)
     # Read alone, the same text is a question.
-    assert reading_of("Yes?", 1, Stage.CHOOSE).reason is Reason.QUESTION
+    assert read_transcript("Yes?", 1, Stage.CHOOSE).reason is Reason.QUESTION
 
 
 @pytest.mark.parametrize(

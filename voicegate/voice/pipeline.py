@@ -27,7 +27,7 @@ from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
 from voicegate.voice.decision import Rule
 from voicegate.voice.enrolment import meaning_text
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 from voicegate.voice.leading import answer_part
 from voicegate.voice.taught import Taught
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
@@ -196,7 +196,7 @@ class VoicePipeline:
             return self._refused(Reason.HEARING_UNAVAILABLE, timings, fingerprint_id)
         timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
-        transcript = reading_of(hearing.text, cards, stage, card_words)
+        transcript = read_transcript(hearing.text, cards, stage, card_words)
         taught: Taught | None = None
         minutes: int | None = None
         if hearing.refusal is not None:
@@ -276,7 +276,7 @@ class VoicePipeline:
             refusal = consent.refuse(Reason.HEARING_UNAVAILABLE)
             return decision.Ruling(refusal, 0.0, Rule.GRANT), None
         timings["answer_part"] = _ms(self._clock() - started)
-        said = reading_of(heard.text, cards, stage, card_words)
+        said = read_transcript(heard.text, cards, stage, card_words)
         if heard.refusal is not None:
             return decision.refused_by_recogniser(heard.refusal, said), None
         readings = consent.readings(cards, stage, self.lexicons)
