@@ -20,7 +20,7 @@ Each corpus clip is decided with the answer model that never heard its speaker (
 the threshold fitted on the other half of the folds; a held-out near miss with the shipped model
 and its shipped thresholds (no model heard those words). The rules:
 
-- **decoder**: today's (``decision.decide``), the answer model not asked;
+- **decoder**: today's (``decision.weigh``), the answer model not asked;
 - **model**: the answer model alone (its likeliest answer, at its threshold);
 - **both**: shipped (``decision.agree``): a release of today's rule stands only where the answer
   model's likeliest answer is the same, at its threshold;
@@ -51,7 +51,7 @@ from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
 from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 from voicegate.voice.transcribe import Hearing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,10 +92,13 @@ def verdicts(
     h: Hearing, probs: np.ndarray[Any, Any], cards: int, stage: Stage, need: float
 ) -> dict[str, Decision]:
     """Each rule's decision for one clip at one question."""
-    cal = decision.Calibration(
-        **{**_fields(calibration.of("tiny.en")), "answers": {decision.question(stage, cards): need}}
+    cal = calibration.Calibration(
+        **{
+            **_fields(calibration.of("tiny.en")),
+            "answers": {calibration.question(stage, cards): need},
+        }
     )
-    transcript = reading_of(h.text, cards, stage)
+    transcript = read_transcript(h.text, cards, stage)
     meanings = am.meanings(probs, cards, stage)
     said = max(meanings, key=lambda m: meanings[m])
     sure = said.releases and meanings[said] >= need
@@ -106,10 +109,14 @@ def verdicts(
         return {"decoder": v.decision, "model": model, "both": v.decision, "lift": v.decision}
     rs = consent.readings(cards, stage, tuple(LEXICONS["en"]))
     scored = hypotheses(rs, h, cards, stage)
-    v = decision.decide(scored, transcript, stage, cal, cards)
+    v = decision.weigh(scored, transcript, stage, cal, cards)
     both = decision.agree(v, meanings, stage, cal, cards).decision
     lift = both
-    if sure and v.rule in ("unclear", "unsupported", "no_answer"):
+    if sure and v.rule in (
+        decision.Rule.UNCLEAR,
+        decision.Rule.UNSUPPORTED,
+        decision.Rule.NO_ANSWER,
+    ):
         finite = [x for x in scored if math.isfinite(x.score)]
         vetoed = decision._meaning(decision._likeliest(finite, cal.prior(stage, cards)))
         other = transcript.kind in decision.ANSWERS and transcript != said
@@ -117,7 +124,7 @@ def verdicts(
     return {"decoder": v.decision, "model": model, "both": both, "lift": lift}
 
 
-def _fields(cal: decision.Calibration) -> dict[str, Any]:
+def _fields(cal: calibration.Calibration) -> dict[str, Any]:
     return {name: getattr(cal, name) for name in cal.__slots__}
 
 
@@ -168,7 +175,7 @@ def fit(args: argparse.Namespace) -> int:
         fits[question] = {}
         for half, folds in HALVES.items():
             mine = [c for c in every if c[0]["fold"] in folds
-                    and decision.question(c[4], c[3]) == question]  # fmt: skip
+                    and calibration.question(c[4], c[3]) == question]  # fmt: skip
             fits[question][half] = next(
                 (t for t in GRID if not any(_wrong(c, t) for c in mine)), 1.0
             )
@@ -197,7 +204,7 @@ def table(args: argparse.Namespace) -> int:
     fits = record_["fits"]
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r, probs, h, cards, stage in cases(Path(args.cache)):
-        need = fits[decision.question(stage, cards)][OTHER_HALF[r["fold"]]]
+        need = fits[calibration.question(stage, cards)][OTHER_HALF[r["fold"]]]
         want = expected(r["label"], cards, stage)
         for rule, got in verdicts(h, probs, cards, stage, need).items():
             counts[(_set(r, cards, stage), rule)][outcome(want, got)] += 1
@@ -208,7 +215,7 @@ def table(args: argparse.Namespace) -> int:
             r = rows[i]
             name = r["id"].split("/", 1)[1]
             for cards, stage in NEAR_CONFIGS:
-                q = decision.question(stage, cards)
+                q = calibration.question(stage, cards)
                 near_h = near.get(f"{q}/{name}")
                 if near_h is None:
                     continue
@@ -257,7 +264,7 @@ def sweep(args: argparse.Namespace) -> int:
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for question in ("card", "yes"):
-        mine = [c for c in every if decision.question(c[4], c[3]) == question]
+        mine = [c for c in every if calibration.question(c[4], c[3]) == question]
         for need in SWEEP:
             c: Counter[str] = Counter()
             for r, probs, h, cards, stage in mine:
@@ -269,7 +276,7 @@ def sweep(args: argparse.Namespace) -> int:
                 half = "A" if rows[i]["text"] in half_a else "B"
                 for cards, stage in NEAR_CONFIGS:
                     near_h = near.get(f"{question}/{name}")
-                    if near_h is None or decision.question(stage, cards) != question:
+                    if near_h is None or calibration.question(stage, cards) != question:
                         continue
                     got = verdicts(near_h, z["final"][k], cards, stage, need)["both"]
                     released[half] += got.releases

@@ -14,7 +14,7 @@ consistency from take to take, which real atypical speech often lacks.
 ``measure`` decides, per transform, takes 3-6 of every digit of the chosen speakers on five
 open cards (the choose stage): "one".."five" must choose their card, "zero" and "six".."nine"
 must release nothing. Without enrolment it is the server's recogniser decision
-(``decision.decide`` on the cached hearing); with enrolment each speaker's templates are takes
+(``decision.weigh`` on the cached hearing); with enrolment each speaker's templates are takes
 0-2 of "one".."five" under the SAME transform (a user who speaks that way enrols that way), as
 the recogniser's encoder frames (cached per transform), fused as the server fuses them
 (``decision.fuse``, ``benchmarks/enrol.py``'s rows and tables), and again for a user who says

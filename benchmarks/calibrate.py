@@ -15,7 +15,7 @@ speech_commands speakers whose id starts with 0 or 1; the report split is the re
 threshold (``card`` for a choice among cards, ``yes`` for a one-card or final yes) is the lowest
 probability, from 0.50 up, at which the calibration split releases nothing wrongly. A hearing
 holds every score the decision reads, so ``fit`` runs the same decision code as the server
-(``hypotheses.hypotheses`` and ``decision.decide``).
+(``hypotheses.hypotheses`` and ``decision.weigh``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused
 from voicegate.reasons import Kind
 from voicegate.voice import audio, calibration, consent, decision, windows
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 from voicegate.voice.transcribe import Heard, Hearing, Transcriber, Utterance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,7 +195,7 @@ def verdicts(
     hearing: Hearing, rs: list[consent.Reading], cards: int, stage: Stage
 ) -> tuple[Decision, list[decision.Hypothesis]]:
     """The grammar's reading of the best transcript and every hypothesis, as the server has them."""
-    return reading_of(hearing.text, cards, stage), hypotheses(rs, hearing, cards, stage)
+    return read_transcript(hearing.text, cards, stage), hypotheses(rs, hearing, cards, stage)
 
 
 def outcome(clip: Clip, cards: int, d: Decision) -> str:
@@ -221,7 +221,7 @@ def fit(args: argparse.Namespace) -> int:
             if set_ == clip.set:
                 h = heard[clip.id]
                 if h.refusal is not None:
-                    said = reading_of(h.text, cards, stage)
+                    said = read_transcript(h.text, cards, stage)
                     refused = decision.refused_by_recogniser(h.refusal, said).decision
                     prepared.append((clip, cards, stage, refused, None))
                 else:
@@ -238,7 +238,7 @@ def fit(args: argparse.Namespace) -> int:
             if KINDS[(cards > 1, st)] != kind:
                 continue
             # A hearing the recogniser refused (``hyps`` None) is decided already.
-            d = t if hyps is None else decision.decide(hyps, t, st, cal, cards).decision
+            d = t if hyps is None else decision.weigh(hyps, t, st, cal, cards).decision
             rows.append((clip, cards, outcome(clip, cards, d)))
         return rows
 

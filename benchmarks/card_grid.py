@@ -7,7 +7,7 @@ The prior of "anything else" (``Calibration.other``) and the card threshold act 
 user chooses among two or more cards, so this hears just those cases of the corpus's English
 and no-language cases with tiny.en, as the English server asks them (the card prompt, every
 reading), and decides each with the server's own code (``hypotheses.hypotheses``,
-``decision.decide``) at every setting of the grid: genuine answers right, and releases of the
+``decision.weigh``) at every setting of the grid: genuine answers right, and releases of the
 cases that must release nothing, by class. Replays are counted apart: the replay guard refuses
 them before the recogniser (docs/eval.md), and it is not run here.
 """
@@ -28,7 +28,7 @@ from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import hypotheses, reading_of
+from voicegate.voice.hypotheses import hypotheses, read_transcript
 from voicegate.voice.transcribe import Hearing, Transcriber
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus"
@@ -43,7 +43,7 @@ def cases() -> list[Case]:
         for c in manifest.load(CORPUS / "manifest.jsonl")
         if c.lang in ("en", "none")
         and not c.enrol
-        and decision.question(c.stage, c.cards) == "card"
+        and calibration.question(c.stage, c.cards) == "card"
     ]
 
 
@@ -72,7 +72,7 @@ def hear_into(transcriber: Transcriber, cache: Path) -> None:
 
 def prepare(cache: Path) -> list[tuple[Case, Hearing, Decision, list[decision.Hypothesis]]]:
     """Each cached case with its hearing, what the grammar reads its best transcript as, and
-    its scored hypotheses: everything ``decision.decide`` needs but the calibration."""
+    its scored hypotheses: everything ``decision.weigh`` needs but the calibration."""
     heard = load(cache)
     prepared = []
     for case in cases():
@@ -80,7 +80,7 @@ def prepare(cache: Path) -> list[tuple[Case, Hearing, Decision, list[decision.Hy
         if h is None:
             continue
         rs = consent.readings(case.cards, case.stage, ("en",))
-        said = reading_of(h.text, case.cards, case.stage)
+        said = read_transcript(h.text, case.cards, case.stage)
         prepared.append((case, h, said, hypotheses(rs, h, case.cards, case.stage)))
     return prepared
 
@@ -101,7 +101,7 @@ def decide(args: argparse.Namespace) -> int:
             for case, h, said, hyps in prepared:
                 if h.refusal is not None:
                     continue
-                got = decision.decide(hyps, said, case.stage, cal, case.cards).decision
+                got = decision.weigh(hyps, said, case.stage, cal, case.cards).decision
                 if case.expect.kind is not Kind.REFUSE:
                     counts["right"] += got == case.expect
                     if got.releases and got != case.expect:

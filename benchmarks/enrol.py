@@ -57,13 +57,13 @@ class Take:
     features: templates.Matrix
 
 
-# One decided take: the take, the transcript's reading, the hypotheses, the verdict, the match
+# One decided take: the take, the transcript's reading, the hypotheses, the ruling, the match
 # and the radius of each meaning its speaker taught.
 Row = tuple[
     Take,
     Decision,
     list[decision.Hypothesis],
-    decision.Verdict,
+    decision.Ruling,
     templates.Match,
     dict[Decision, float],
 ]
@@ -238,7 +238,7 @@ def fused_rows(
     near: dict[str, tuple[list[templates.Template], list[tuple[Take, dict[Decision, float]]]]],
     cache: Path,
 ) -> list[Row]:
-    """Per decided take that the recogniser heard: transcript, hypotheses, verdict, match and
+    """Per decided take that the recogniser heard: transcript, hypotheses, ruling, match and
     its speaker's radii."""
     import calibrate  # the cached hearings and the server's own hypothesis code
 
@@ -255,11 +255,13 @@ def fused_rows(
                 continue
             m = templates.judge(nearest, r)
             if h.refusal is not None:
-                v = decision.Verdict(Decision(Kind.REFUSE, reason=h.refusal), 0.0, "recogniser")
+                v = decision.Ruling(
+                    Decision(Kind.REFUSE, reason=h.refusal), 0.0, decision.Rule.RECOGNISER
+                )
                 rows.append((t, v.decision, [], v, m, radius))
                 continue
             said, hyps = calibrate.verdicts(h, readings, CARDS, Stage.CHOOSE)
-            v = decision.decide(hyps, said, Stage.CHOOSE, shipped, CARDS)
+            v = decision.weigh(hyps, said, Stage.CHOOSE, shipped, CARDS)
             rows.append((t, said, hyps, v, m, radius))
     return rows
 

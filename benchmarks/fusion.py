@@ -6,7 +6,7 @@
         --cache bench-out/hear-tiny-prompted-takes30.jsonl
 
 Per FSDD speaker, takes 0-2 of "one".."five" are enrolled and every other take is decided on
-five open cards, through the server's own ``decision.decide`` and ``decision.fuse``.
+five open cards, through the server's own ``decision.weigh`` and ``decision.fuse``.
 
 1. **The templates' likelihood ratio.** On the calibration split (``enrol.CALIBRATION``) only: a
    logistic regression of "the recogniser's winner is what was said" on the two template
@@ -85,8 +85,8 @@ def fused(
     hard: bool = False,
     limits: Limits | None = None,
     alone: float | None = None,
-) -> decision.Verdict:
-    """The verdict of one take: the recogniser's alone (``weights`` None) or fused, with the
+) -> decision.Ruling:
+    """The ruling of one take: the recogniser's alone (``weights`` None) or fused, with the
     feature ``limits`` and ``alone`` given (None: the shipped ones)."""
     if weights is None:
         return row[3]

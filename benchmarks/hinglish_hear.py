@@ -11,7 +11,7 @@
     # 2. decide them with the server's own code and say where the answers are lost
     .venv/bin/python benchmarks/hinglish_hear.py decide --cache bench-out/hi-heard.jsonl
 
-``decide`` runs ``hypotheses.hypotheses`` and ``decision.decide`` at the model's shipped
+``decide`` runs ``hypotheses.hypotheses`` and ``decision.weigh`` at the model's shipped
 calibration, as the server with ``base`` does (English and Hindi, or the ``--lang`` given), and
 counts, for the genuine choices and yeses, how many have a top transcript of some decoded
 language that the grammar reads as that answer: a release must be what such a transcript says,
@@ -39,7 +39,7 @@ from voicegate.eval import manifest
 from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fixtures" / "audio" / "corpus"
@@ -87,7 +87,7 @@ def hear(args: argparse.Namespace) -> int:
             # Asked as the server asks it (voice/pipeline.py): every reading, in its language.
             texts = tuple(r.text for r in rs)
             spoken = tuple(SPOKEN[r.lang] for r in rs)
-            question = decision.question(stage, cards)
+            question = calibration.question(stage, cards)
             h = hear_one(transcriber, case.path, langs, texts, spoken, question)
             out.write(json.dumps(record(case.id, h), ensure_ascii=False) + "\n")
             out.flush()
@@ -107,13 +107,13 @@ def decide(args: argparse.Namespace) -> int:
             continue
         stage, cards = case.stage, case.cards
         want = expected(case)
-        said = reading_of(h.text, cards, stage)
+        said = read_transcript(h.text, cards, stage)
         rs = consent.readings(cards, stage, lexicons)
         hyps = hypotheses(rs, h, cards, stage)
         if h.refusal is not None:
             got = Decision(Kind.REFUSE, reason=h.refusal)
         else:
-            got = decision.decide(hyps, said, stage, cal, cards).decision
+            got = decision.weigh(hyps, said, stage, cal, cards).decision
         script = "Devanagari" if any("\u0900" <= ch <= "\u097f" for ch in h.text) else "Latin"
         kind = "genuine" if want is not None else "refusal"
         written[f"{kind}: {script}, decoded as {h.language or 'nothing'}"] += 1

@@ -4,7 +4,7 @@
 
 Synthesises each phrase below in 17 espeak-ng English voices, hears every clip once with
 tiny.en (the card question's prompt, as the server does) and decides it on a two-card set at
-the choose stage through the server's own code (``hypotheses.hypotheses``, ``decision.decide``).
+the choose stage through the server's own code (``hypotheses.hypotheses``, ``decision.weigh``).
 Prints, per phrase, how many were decided right and how many released a wrong card.
 ``--compare`` decides the same hearings a second time with partial hearings switched off (a
 text inside the best transcript keeps its own reading), to show what that rule changes.
@@ -44,9 +44,9 @@ def main() -> int:
 
     from voicegate.domain import Stage
     from voicegate.reasons import Kind
-    from voicegate.voice import consent, decision
+    from voicegate.voice import calibration, consent, decision
     from voicegate.voice.audio import decode
-    from voicegate.voice.hypotheses import hypotheses, reading_of
+    from voicegate.voice.hypotheses import hypotheses, read_transcript
     from voicegate.voice.transcribe import Hearing, Utterance
     from voicegate.voice.whisper import FasterWhisperTranscriber
 
@@ -54,15 +54,15 @@ def main() -> int:
     model = FasterWhisperTranscriber("tiny.en", device="cpu")
     readings = consent.readings(CARDS, stage, ("en",))
     texts = tuple(r.text for r in readings)
-    question = decision.question(stage, CARDS)
+    question = calibration.question(stage, CARDS)
 
     def outcome(hearing: Hearing, partial: bool) -> tuple[str, str, float]:
-        transcript = reading_of(hearing.text, CARDS, stage)
+        transcript = read_transcript(hearing.text, CARDS, stage)
         scored = hypotheses(readings, hearing, CARDS, stage, partial=partial)
-        verdict = decision.decide(scored, transcript, stage, model.calibration, CARDS)
-        d = verdict.decision
+        ruling = decision.weigh(scored, transcript, stage, model.calibration, CARDS)
+        d = ruling.decision
         got = str(d.card) if d.kind is Kind.CHOOSE else ("R" if not d.releases else d.kind.value)
-        return got, verdict.rule, verdict.probability
+        return got, ruling.rule, ruling.probability
 
     rules = (True, False) if args.compare else (True,)
     tally: dict[tuple[str, bool], list[int]] = defaultdict(lambda: [0, 0])

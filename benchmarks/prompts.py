@@ -81,7 +81,7 @@ def report(args: argparse.Namespace) -> int:
             cal = replace(base, card=need)
             right = wrong = 0
             for case, _, hyps, said in verdicts:
-                got = decision.decide(hyps, said, case.stage, cal, case.cards).decision
+                got = decision.weigh(hyps, said, case.stage, cal, case.cards).decision
                 if case.expect.kind is not Kind.REFUSE:
                     right += got == case.expect
                     wrong += got.releases and got != case.expect
@@ -90,7 +90,7 @@ def report(args: argparse.Namespace) -> int:
             cells.append(f"{right} ({wrong})")
         near = []
         for case, text, hyps, said in verdicts:
-            v = decision.decide(hyps, said, case.stage, base, case.cards)
+            v = decision.weigh(hyps, said, case.stage, base, case.cards)
             shown = case.label not in ("replay", "sound_alike")
             refusal = case.expect.kind is Kind.REFUSE and shown
             releasing = v.winner is not None and v.winner.releases and v.probability >= 0.5

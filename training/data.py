@@ -151,10 +151,10 @@ def word_label(word: str) -> str:
 def label(text: str) -> str:
     """The class the consent grammar gives ``text``: a card (read among five open cards), yes,
     cancel or wait (read at a final card), else other."""
-    among = consent.decide(text, 5, Stage.CHOOSE)
+    among = consent.read_words(text, 5, Stage.CHOOSE)
     if among.kind is Kind.CHOOSE and among.card is not None:
         return f"card{among.card}"
-    final = consent.decide(text, 1, Stage.FINAL)
+    final = consent.read_words(text, 1, Stage.FINAL)
     return {Kind.CONFIRM: "yes", Kind.CANCEL: "cancel", Kind.MORE_TIME: "wait"}.get(
         final.kind, OTHER
     )

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from voicegate.secrets import KeyRing, Secret
     from voicegate.store import open_store
     from voicegate.tokens import Claims, TokenCodec
-    from voicegate.voice.consent import decide
+    from voicegate.voice.consent import read_words
 
 __all__ = [
     "NEXT_STEP",
@@ -73,8 +73,8 @@ __all__ = [
     "VoicegateError",
     "args_hash",
     "canonical_json",
-    "decide",
     "open_store",
+    "read_words",
     "verify_chain",
 ]
 
@@ -111,7 +111,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "voicegate.secrets": ("KeyRing", "Secret"),
     "voicegate.store": ("open_store",),
     "voicegate.tokens": ("Claims", "TokenCodec"),
-    "voicegate.voice.consent": ("decide",),
+    "voicegate.voice.consent": ("read_words",),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 

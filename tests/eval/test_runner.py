@@ -26,7 +26,7 @@ from voicegate.eval.manifest import Case, load, parse_expect
 from voicegate.eval.report import summary
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import Store
-from voicegate.voice.decision import Calibration
+from voicegate.voice.calibration import Calibration
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
 
 CASES = [
@@ -203,7 +203,7 @@ def unsure(store: Store) -> VoicePipeline:
     answer surely: it hears "Two." with half the probability, under the 0.9 it needs alone. The
     fusion adds three times the log of the templates' margin, so templates that point clearly
     to two lift it over 0.9."""
-    from voicegate.voice.decision import Calibration
+    from voicegate.voice.calibration import Calibration
     from voicegate.voice.enrolment import StoreEnrolments
     from voicegate.voice.fingerprint import ReplayGuard
     from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing

@@ -28,7 +28,7 @@ from voicegate.services import Services
 from voicegate.settings import ServerConfig
 from voicegate.store import open_store
 from voicegate.store.base import Store
-from voicegate.voice.decision import Calibration
+from voicegate.voice.calibration import Calibration
 from voicegate.voice.fingerprint import ReplayGuard
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Samples, Utterance

@@ -33,7 +33,7 @@ from voicegate.reasons import Kind, Reason
 from voicegate.secrets import KeyRing
 from voicegate.tokens import PREFIX, TokenCodec
 from voicegate.voice.audio import Clip, decode
-from voicegate.voice.consent import decide
+from voicegate.voice.consent import read_words
 
 FUZZ = settings(
     max_examples=300,
@@ -192,7 +192,7 @@ def test_canonical_hash_refuses_a_cycle() -> None:
 def test_grammar_answers_every_transcript_with_a_decision(
     transcript: str, cards: int, stage: Stage, card_words: list[str]
 ) -> None:
-    decision = decide(transcript, cards, stage, card_words)
+    decision = read_words(transcript, cards, stage, card_words)
     assert isinstance(decision, Decision) and decision.kind in Kind
     if decision.kind is Kind.REFUSE:
         assert isinstance(decision.reason, Reason)
@@ -201,7 +201,7 @@ def test_grammar_answers_every_transcript_with_a_decision(
 
 
 def test_grammar_handles_a_very_long_transcript() -> None:
-    decision = decide("yes " * 20_000 + "no", 1, Stage.FINAL)
+    decision = read_words("yes " * 20_000 + "no", 1, Stage.FINAL)
     assert decision.kind is Kind.REFUSE
 
 

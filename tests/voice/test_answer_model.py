@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model as am
-from voicegate.voice.decision import UNCALIBRATED, UNCLEAR, Calibration, Verdict, agree
+from voicegate.voice.calibration import UNCALIBRATED, Calibration
+from voicegate.voice.decision import UNCLEAR, Rule, Ruling, agree
 
 YES = Decision(Kind.CONFIRM)
 TWO = Decision(Kind.CHOOSE, card=2)
@@ -90,7 +91,7 @@ def test_weights_for_other_classes_are_refused() -> None:
 
 
 def test_a_release_the_answer_model_does_not_hear_is_refused() -> None:
-    decided = Verdict(TWO, 0.97, "decided", TWO)
+    decided = Ruling(TWO, 0.97, Rule.DECIDED, TWO)
     answers = am.meanings(probs(card2=0.3, card3=0.5), 4, Stage.CHOOSE)
     v = agree(decided, answers, Stage.CHOOSE, CALIBRATED, 4)
     assert v.decision.kind is Kind.REFUSE and v.decision.reason is Reason.UNCLEAR
@@ -98,26 +99,26 @@ def test_a_release_the_answer_model_does_not_hear_is_refused() -> None:
 
 
 def test_a_release_the_answer_model_hears_too_unsurely_is_refused() -> None:
-    decided = Verdict(YES, 0.99, "decided", YES)
+    decided = Ruling(YES, 0.99, Rule.DECIDED, YES)
     answers = am.meanings(probs(yes=0.84), 1, Stage.FINAL)
     assert agree(decided, answers, Stage.FINAL, CALIBRATED, 1).rule == "answer_model"
 
 
 def test_a_release_both_hear_stands_with_the_models_probability() -> None:
-    decided = Verdict(TWO, 0.97, "decided", TWO)
+    decided = Ruling(TWO, 0.97, Rule.DECIDED, TWO)
     answers = am.meanings(probs(card2=0.95), 4, Stage.CHOOSE)
     v = agree(decided, answers, Stage.CHOOSE, CALIBRATED, 4)
     assert v.decision == TWO and v.rule == "decided" and v.heard == pytest.approx(0.95)
 
 
 def test_the_answer_model_never_releases_what_the_words_did_not() -> None:
-    unsure = Verdict(NOT_UNDERSTOOD, 0.6, "unclear", THREE)
+    unsure = Ruling(NOT_UNDERSTOOD, 0.6, Rule.UNCLEAR, THREE)
     answers = am.meanings(probs(card3=0.99), 4, Stage.CHOOSE)
     assert agree(unsure, answers, Stage.CHOOSE, CALIBRATED, 4) == unsure
 
 
 def test_without_an_answer_model_the_recogniser_decides_alone() -> None:
-    decided = Verdict(TWO, 0.97, "decided", TWO)
+    decided = Ruling(TWO, 0.97, Rule.DECIDED, TWO)
     assert agree(decided, None, Stage.CHOOSE, CALIBRATED, 4) == decided
     answers = am.meanings(probs(card2=0.1), 4, Stage.CHOOSE)
     assert agree(decided, answers, Stage.CHOOSE, UNCALIBRATED, 4) == decided
@@ -141,12 +142,12 @@ def test_the_answer_model_only_ever_takes_a_release_away(
     stage = Stage.FINAL if final else Stage.CHOOSE
     w = np.asarray(weights) + 1e-9
     answers = am.meanings(w / w.sum(), cards, stage)
-    verdict = Verdict(decided, 0.5, "decided", decided)
-    v = agree(verdict, answers, stage, CALIBRATED, cards)
+    ruling = Ruling(decided, 0.5, Rule.DECIDED, decided)
+    v = agree(ruling, answers, stage, CALIBRATED, cards)
     assert v.decision in (decided, UNCLEAR)
     if v.decision.releases:
         need = CALIBRATED.answers["card" if cards > 1 and not final else "yes"]  # type: ignore[index]
         assert max(answers, key=lambda d: answers[d]) == v.decision
         assert answers[v.decision] >= need
     if not decided.releases:
-        assert v == verdict
+        assert v == ruling

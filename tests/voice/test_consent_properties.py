@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from voicegate.domain import Stage
 from voicegate.reasons import Kind
-from voicegate.voice.consent import decide
+from voicegate.voice.consent import read_words
 from voicegate.voice.lexicon import LANGS, SLOT_NUMBER, SLOT_ORDINAL, load, vocabulary
 from voicegate.voice.normalise import normalise
 
@@ -68,7 +68,7 @@ def utterances_with_a_negator(draw: st.DrawFn) -> str:
 def test_input_containing_a_negator_never_releases(
     text: str, count: int, stage: Stage, extra: list[str]
 ) -> None:
-    assert not decide(text, count, stage, extra).releases
+    assert not read_words(text, count, stage, extra).releases
 
 
 @given(st.data(), cards, stages)
@@ -90,7 +90,7 @@ def test_input_with_two_different_answers_never_releases(
     answers = data.draw(st.permutations([data.draw(one), data.draw(other)]))
     filler = data.draw(st.lists(st.sampled_from(["please", "ji", "the", "just"]), max_size=2))
     text = data.draw(st.sampled_from(SEPARATORS)).join([*filler, *answers])
-    assert not decide(text, count, stage).releases, text
+    assert not read_words(text, count, stage).releases, text
 
 
 @given(
@@ -105,7 +105,7 @@ def test_negated_answer_is_refused_not_cancelled_or_delayed(
     negator: str, answer: str, negator_first: bool, count: int, stage: Stage
 ) -> None:
     parts = [negator, answer] if negator_first else [answer, negator]
-    assert decide(" please ".join(parts), count, stage).kind == Kind.REFUSE
+    assert read_words(" please ".join(parts), count, stage).kind == Kind.REFUSE
 
 
 @given(st.text())
@@ -132,7 +132,7 @@ def test_normalisation_of_devanagari_is_idempotent(text: str) -> None:
 def test_decide_never_raises_and_returns_a_decision(
     text: str, count: int, stage: Stage, extra: list[str]
 ) -> None:
-    decision = decide(text, count, stage, extra)
+    decision = read_words(text, count, stage, extra)
     assert decision.kind in set(Kind)
     assert (decision.reason is not None) == (decision.kind == Kind.REFUSE)
     assert (decision.card is not None) == (decision.kind == Kind.CHOOSE)
@@ -143,7 +143,7 @@ def test_decide_never_raises_and_returns_a_decision(
 def test_lexicon_word_salad_never_raises_and_chosen_card_exists(
     text: str, count: int, stage: Stage, extra: list[str]
 ) -> None:
-    decision = decide(text, count, stage, extra)
+    decision = read_words(text, count, stage, extra)
     if decision.kind == Kind.CHOOSE:
         assert stage == Stage.CHOOSE
         assert decision.card is not None and 1 <= decision.card <= count

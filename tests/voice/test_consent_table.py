@@ -10,8 +10,8 @@ import yaml
 
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
-from voicegate.voice.consent import decide, readings
-from voicegate.voice.hypotheses import reading_of
+from voicegate.voice.consent import read_words, readings
+from voicegate.voice.hypotheses import read_transcript
 from voicegate.voice.lexicon import LANGS
 
 TABLE = Path(__file__).with_name("consent_table.yaml")
@@ -50,7 +50,7 @@ def test_table_holds_at_least_three_hundred_phrases() -> None:
 def test_phrase_decides_as_the_table_says(
     phrase: str, cards: int, stage: Stage, card_words: tuple[str, ...], want: str
 ) -> None:
-    assert decide(phrase, cards, stage, card_words) == expected(want)
+    assert read_words(phrase, cards, stage, card_words) == expected(want)
 
 
 @pytest.mark.parametrize("stage", list(Stage))
@@ -61,7 +61,7 @@ def test_each_reading_decides_to_its_own_decision(lang: str, cards: int, stage: 
     assert found
     for reading in found:
         assert reading.lang == lang
-        assert decide(reading.text, cards, stage) == reading.decision, reading.text
+        assert read_words(reading.text, cards, stage) == reading.decision, reading.text
 
 
 @pytest.mark.parametrize("stage", list(Stage))
@@ -111,6 +111,6 @@ def test_homophone_readings_are_their_card_and_near_misses_refuse() -> None:
     for text in ("tooth", "tool", "true", "tree", "fife", "do", "दो", "तो", "टू"):
         assert decided[text].reason is Reason.SOUND_ALIKE
     # A near miss the lexicon names without a scored reading is read so in a transcript.
-    assert reading_of("Fork.", 5, Stage.CHOOSE).reason is Reason.SOUND_ALIKE
+    assert read_transcript("Fork.", 5, Stage.CHOOSE).reason is Reason.SOUND_ALIKE
     # "for" names card four: with three cards open it is no reading at all.
     assert "for" not in {r.text for r in readings(3, Stage.CHOOSE, LANGS)}

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration, consent
+from voicegate.voice.calibration import UNCALIBRATED, Calibration
 from voicegate.voice.decision import (
     MEANING,
-    UNCALIBRATED,
-    Calibration,
     Hypothesis,
-    decide,
+    Rule,
     posteriors,
     refused_by_recogniser,
+    weigh,
 )
 
 TWO = Decision(Kind.CHOOSE, card=2)
@@ -62,9 +62,11 @@ def test_anything_else_counts_at_its_prior_odds_at_a_choice_among_cards() -> Non
     post = posteriors(hyps, math.log(0.25))
     assert math.isclose(post[TWO], 0.8)
     prior = Calibration(card=0.75, yes=0.75, support=1, source="test", other=math.log(0.25))
-    assert decide(hyps, TWO, Stage.CHOOSE, prior, 3).decision == TWO
+    assert weigh(hyps, TWO, Stage.CHOOSE, prior, 3).decision == TWO
     # As scored (no prior), two has only half: unclear.
-    assert decide(hyps, TWO, Stage.CHOOSE, Calibration(0.75, 0.75, 1, "test"), 3).rule == "unclear"
+    assert (
+        weigh(hyps, TWO, Stage.CHOOSE, Calibration(0.75, 0.75, 1, "test"), 3).rule == Rule.UNCLEAR
+    )
     # A yes-or-no question counts anything else as scored.
     assert prior.prior(Stage.CHOOSE, 1) == prior.prior(Stage.FINAL, 3) == 0.0
 
@@ -79,80 +81,80 @@ def test_the_prior_leaves_refusals_of_meaning_and_readings_as_scored() -> None:
 
 def test_a_clear_supported_card_is_chosen() -> None:
     hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -6.0)]
-    verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision == TWO and verdict.rule == "decided" and verdict.probability > 0.99
+    ruling = weigh(hyps, TWO, Stage.CHOOSE, EVEN, 3)
+    assert ruling.decision == TWO and ruling.rule == Rule.DECIDED and ruling.probability > 0.99
 
 
 def test_a_card_the_scores_do_not_make_likely_enough_is_unclear() -> None:
     hyps = [free("Two.", TWO, -1.0), reading("three", THREE, -1.1), reading("no", CANCEL, -1.2)]
-    verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == "unclear"
+    ruling = weigh(hyps, TWO, Stage.CHOOSE, EVEN, 3)
+    assert ruling.decision.reason is Reason.UNCLEAR and ruling.rule == Rule.UNCLEAR
 
 
 def test_a_choice_among_cards_and_a_yes_have_their_own_thresholds() -> None:
     hyps = [free("Two.", TWO, -1.0), reading("no", CANCEL, -2.5)]  # P(two) = 0.82
-    assert decide(hyps, TWO, Stage.CHOOSE, EVEN, 3).decision == TWO
+    assert weigh(hyps, TWO, Stage.CHOOSE, EVEN, 3).decision == TWO
     yes = [free("Yes.", CONFIRM, -1.0), reading("no", CANCEL, -2.5)]
-    assert decide(yes, CONFIRM, Stage.FINAL, EVEN).decision.reason is Reason.UNCLEAR
-    assert decide(yes, CONFIRM, Stage.CHOOSE, EVEN, 1).decision.reason is Reason.UNCLEAR
+    assert weigh(yes, CONFIRM, Stage.FINAL, EVEN).decision.reason is Reason.UNCLEAR
+    assert weigh(yes, CONFIRM, Stage.CHOOSE, EVEN, 1).decision.reason is Reason.UNCLEAR
 
 
 def test_a_refusal_of_meaning_in_the_transcript_is_the_decision() -> None:
     hyps = [reading("two", TWO, -0.1)]
     for reason in MEANING:
-        verdict = decide(hyps, refuse(reason), Stage.CHOOSE, EVEN, 3)
-        assert verdict.decision == refuse(reason) and verdict.rule == "veto"
+        ruling = weigh(hyps, refuse(reason), Stage.CHOOSE, EVEN, 3)
+        assert ruling.decision == refuse(reason) and ruling.rule == Rule.VETO
 
 
 def test_a_likeliest_hedge_blocks_a_release_but_not_a_cancel() -> None:
     hedge = free("Hmm.", refuse(Reason.HEDGE), -0.5, rank=1)
-    blocked = decide([hedge, free("Yes.", CONFIRM, -0.6)], CONFIRM, Stage.FINAL,
+    blocked = weigh([hedge, free("Yes.", CONFIRM, -0.6)], CONFIRM, Stage.FINAL,
                      Calibration(0.1, 0.1, 5, "test"))  # fmt: skip
     assert blocked.decision.reason is Reason.HEDGE
     not_ = free("not", refuse(Reason.NEGATION), -2.9, rank=1)
     nope = [not_, free("Nope.", CANCEL, -3.1), reading("no", CANCEL, -3.5)]
-    assert decide(nope, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE,
+    assert weigh(nope, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE,
                   Calibration(0.5, 0.5, 5, "test")).decision == CANCEL  # fmt: skip
 
 
 def test_a_transcript_that_says_cancel_or_wait_is_decided_so() -> None:
     hyps = [reading("two", TWO, -0.1)]
-    assert decide(hyps, CANCEL, Stage.CHOOSE, EVEN, 3).decision == CANCEL
+    assert weigh(hyps, CANCEL, Stage.CHOOSE, EVEN, 3).decision == CANCEL
     wait = Decision(Kind.MORE_TIME)
-    assert decide(hyps, wait, Stage.CHOOSE, EVEN, 3).decision == wait
+    assert weigh(hyps, wait, Stage.CHOOSE, EVEN, 3).decision == wait
 
 
 def test_scores_that_favour_another_answer_than_the_transcript_are_unclear() -> None:
     hyps = [free("Two.", TWO, -3.0), reading("three", THREE, -0.5)]
-    verdict = decide(hyps, TWO, Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision.reason is Reason.UNCLEAR and verdict.rule == "disagree"
+    ruling = weigh(hyps, TWO, Stage.CHOOSE, EVEN, 3)
+    assert ruling.decision.reason is Reason.UNCLEAR and ruling.rule == Rule.DISAGREE
 
 
 def test_an_unreadable_transcript_may_stand_for_a_clear_winner_with_support() -> None:
     hyps = [free("Board.", refuse(Reason.NOT_UNDERSTOOD), -4.5), free("Four.", Decision(
         Kind.CHOOSE, card=4), -1.0, rank=1)]  # fmt: skip
-    verdict = decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE, EVEN, 3)
-    assert verdict.decision == Decision(Kind.CHOOSE, card=4)
+    ruling = weigh(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE, EVEN, 3)
+    assert ruling.decision == Decision(Kind.CHOOSE, card=4)
 
 
 def test_scores_alone_never_release_what_no_transcript_says() -> None:
     # "haan nahin" heard as "Hannain": the readings favour yes, no transcript reads as yes.
     hyps = [free("Hannain", refuse(Reason.NOT_UNDERSTOOD), -6.0), reading("haan", CONFIRM, -1.0)]
-    verdict = decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.FINAL, EVEN)
-    assert not verdict.decision.releases and verdict.rule == "unsupported"
-    assert verdict.decision.reason is Reason.NOT_UNDERSTOOD
+    ruling = weigh(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.FINAL, EVEN)
+    assert not ruling.decision.releases and ruling.rule == Rule.UNSUPPORTED
+    assert ruling.decision.reason is Reason.NOT_UNDERSTOOD
 
 
 def test_support_deeper_than_the_calibrated_depth_does_not_count() -> None:
     hyps = [free("Board.", refuse(Reason.NOT_UNDERSTOOD), -4.5), free("Four.", Decision(
         Kind.CHOOSE, card=4), -1.0, rank=1)]  # fmt: skip
     shallow = Calibration(0.5, 0.5, 1, "test")
-    assert not decide(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE, shallow).decision.releases
+    assert not weigh(hyps, refuse(Reason.NOT_UNDERSTOOD), Stage.CHOOSE, shallow).decision.releases
 
 
 def test_an_uncalibrated_model_releases_nothing() -> None:
     hyps = [free("Two.", TWO, -0.01)]
-    assert not decide(hyps, TWO, Stage.CHOOSE, UNCALIBRATED).decision.releases
+    assert not weigh(hyps, TWO, Stage.CHOOSE, UNCALIBRATED).decision.releases
     assert calibration.of("no-such-model") == UNCALIBRATED
 
 
@@ -195,7 +197,7 @@ def test_scores_never_turn_a_refusal_of_meaning_into_a_release(
     hyps: list[Hypothesis], reason: Reason, stage: Stage, other: float, cards: int
 ) -> None:
     cal = Calibration(0.5, 0.5, 5, "test", other=other)
-    assert decide(hyps, refuse(reason), stage, cal, cards).decision == refuse(reason)
+    assert weigh(hyps, refuse(reason), stage, cal, cards).decision == refuse(reason)
 
 
 @given(HYPOTHESES, st.sampled_from(sorted(MEANING)), DECISIONS, PRIORS, st.integers(1, 5))
@@ -208,7 +210,7 @@ def test_no_prior_releases_past_a_likeliest_refusal_of_meaning(
     hyps = [*hyps, free("Maybe.", refuse(reason), top + 1.0, 3)]
     cal = Calibration(0.5, 0.5, 5, "test", other=other)
     for stage in Stage:
-        assert not decide(hyps, transcript, stage, cal, cards).decision.releases
+        assert not weigh(hyps, transcript, stage, cal, cards).decision.releases
 
 
 def test_a_prior_above_zero_is_refused() -> None:
@@ -223,12 +225,12 @@ def test_a_release_is_always_the_likeliest_answer_above_the_threshold_and_suppor
     hyps: list[Hypothesis], transcript: Decision, stage: Stage, other: float
 ) -> None:
     cal = Calibration(0.6, 0.8, 3, "test", other=other)
-    verdict = decide(hyps, transcript, stage, cal, 3)
-    if verdict.decision.releases:
+    ruling = weigh(hyps, transcript, stage, cal, 3)
+    if ruling.decision.releases:
         post = posteriors(hyps, cal.prior(stage, 3))
-        assert post[verdict.decision] >= cal.need(stage, 3)
+        assert post[ruling.decision] >= cal.need(stage, 3)
         assert any(
-            h.decision == verdict.decision and h.rank is not None and h.rank < 3 for h in hyps
+            h.decision == ruling.decision and h.rank is not None and h.rank < 3 for h in hyps
         )
         assert transcript.kind is not Kind.REFUSE or transcript.reason not in MEANING
 
@@ -238,15 +240,15 @@ def test_a_negator_in_the_transcript_never_releases_whatever_the_scores(
     text: str, cards: int, stage: Stage
 ) -> None:
     said = f"not {text}"
-    transcript = consent.decide(said, cards, stage)
+    transcript = consent.read_words(said, cards, stage)
     hyps = [free(said, transcript, -0.1), reading("yes", CONFIRM, 0.0), reading("two", TWO, 0.0)]
-    assert not decide(hyps, transcript, stage, Calibration(0.5, 0.5, 5, "test")).decision.releases
+    assert not weigh(hyps, transcript, stage, Calibration(0.5, 0.5, 5, "test")).decision.releases
 
 
 @given(st.sampled_from(sorted(Reason, key=lambda r: r.value)), st.text(max_size=40))
 def test_a_hearing_the_recogniser_refused_never_releases(refusal: Reason, text: str) -> None:
     for stage, cards in ((Stage.CHOOSE, 3), (Stage.CHOOSE, 1), (Stage.FINAL, 1)):
-        verdict = refused_by_recogniser(refusal, consent.decide(text, cards, stage))
-        assert not verdict.decision.releases
-        if verdict.rule == "grammar":
+        ruling = refused_by_recogniser(refusal, consent.read_words(text, cards, stage))
+        assert not ruling.decision.releases
+        if ruling.rule == Rule.GRAMMAR:
             assert refusal is Reason.NO_SPEECH

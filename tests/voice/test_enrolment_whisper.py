@@ -12,6 +12,7 @@ from voicegate.reasons import Kind
 from voicegate.store import open_store
 from voicegate.store.base import Store
 from voicegate.voice import audio, models
+from voicegate.voice.decision import Rule
 from voicegate.voice.enrolment import StoreEnrolments, stored
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.whisper import FasterWhisperTranscriber
@@ -65,9 +66,9 @@ async def test_theos_five_is_chosen_only_once_he_has_taught_it(fsdd: Path) -> No
         assert fused.decision.releases or not by_itself.decision.releases, seen
         if fused.transcripts[:1] != ("Five.",):
             assert not fused.decision.releases, seen
-        if fused.rule == "fused" and not by_itself.decision.releases:
+        if fused.rule == Rule.FUSED and not by_itself.decision.releases:
             assert fused.fused is not None and fused.fused > 0.99 > need > fused.probability
-        if (by_itself.rule, fused.rule) == ("unclear", "fused"):
+        if (by_itself.rule, fused.rule) == (Rule.UNCLEAR, Rule.FUSED):
             lifted.append(take)
     assert lifted, "no take the recogniser alone left unsure was lifted by the templates"
 
@@ -87,7 +88,7 @@ async def test_nicolas_s_clear_template_decides_only_once_he_says_his_speech_is_
     get no "template" release, and his other digits release nothing either way."""
     store, recogniser = await taught_by(fsdd, "nicolas")
     taught = VoicePipeline(recogniser, None, enrolments=StoreEnrolments(store.templates, "tiny.en"))
-    rules: dict[bool, list[str]] = {False: [], True: []}
+    rules: dict[bool, list[Rule | None]] = {False: [], True: []}
     for hard in (False, True):
         await store.templates.set_hard("nicolas", hard)
         for take in NICOLAS_FIVES:
@@ -100,5 +101,5 @@ async def test_nicolas_s_clear_template_decides_only_once_he_says_his_speech_is_
             clip = (fsdd / f"{digit}_nicolas_{take}.wav").read_bytes()
             r = await taught.decide(clip, user="nicolas", cards=5, stage=Stage.CHOOSE)
             assert not r.decision.releases, (hard, digit, take, r.rule, r.transcripts)
-    assert "template" not in rules[False]
-    assert "template" in rules[True], rules
+    assert Rule.TEMPLATE not in rules[False]
+    assert Rule.TEMPLATE in rules[True], rules

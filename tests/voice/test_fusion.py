@@ -1,4 +1,4 @@
-"""Personal answers: the recogniser's verdict combined with the user's templates (``fuse``).
+"""Personal answers: the recogniser's ruling combined with the user's templates (``fuse``).
 
 The templates count only as evidence about the recogniser's own winner, in the fused
 probability; they never veto on their own, and say nothing far from every template.
@@ -28,17 +28,17 @@ from tests.voice.test_decision import (
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import calibration
+from voicegate.voice.calibration import Calibration, Question, question
 from voicegate.voice.decision import (
     ANSWERS,
     MEANING,
     UNCLEAR,
-    Calibration,
     Hypothesis,
-    Verdict,
-    decide,
+    Rule,
+    Ruling,
     fuse,
     posteriors,
-    question,
+    weigh,
 )
 from voicegate.voice.taught import Taught, fused_probability, fusion_evidence
 
@@ -69,9 +69,9 @@ def fused(
     cards: int = 3,
     stage: Stage = Stage.CHOOSE,
     cal: Calibration = FUSING,
-) -> Verdict:
-    verdict = decide(hyps, transcript, stage, cal, cards)
-    return fuse(verdict, hyps, transcript, templates, stage, cal, cards)
+) -> Ruling:
+    ruling = weigh(hyps, transcript, stage, cal, cards)
+    return fuse(ruling, hyps, transcript, templates, stage, cal, cards)
 
 
 # "Two." heard with 0.82 of the probability: released alone at the 0.8 the card needs.
@@ -81,21 +81,21 @@ UNSURE_TWO = [free("Two.", TWO, -1.0), reading("three", THREE, -1.2), free("Tu",
 
 
 def test_without_templates_the_verdict_stands() -> None:
-    verdict = decide(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
-    assert fuse(verdict, UNSURE_TWO, TWO, None, Stage.CHOOSE, FUSING, 3) == verdict
-    assert fused(UNSURE_TWO, TWO, Taught(None, False)) == verdict
+    ruling = weigh(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    assert fuse(ruling, UNSURE_TWO, TWO, None, Stage.CHOOSE, FUSING, 3) == ruling
+    assert fused(UNSURE_TWO, TWO, Taught(None, False)) == ruling
 
 
 def test_templates_that_agree_lift_a_card_the_recogniser_alone_found_too_unsure() -> None:
     assert fused(UNSURE_TWO, TWO, None).decision == UNCLEAR
     # Four times nearer two than three: log-odds -0.44 + 2 log 4 = 2.33, so 0.91.
     out = fused(UNSURE_TWO, TWO, taught({TWO: 1.0, THREE: 4.0}))
-    assert (out.decision, out.rule) == (TWO, "fused")
+    assert (out.decision, out.rule) == (TWO, Rule.FUSED)
     assert out.fused is not None and math.isclose(out.fused, 0.911, abs_tol=1e-3)
     assert math.isclose(out.probability, 0.391, abs_tol=1e-3)  # the recogniser's own
     # Twice as near: 2 log 2 is not enough (0.72).
     weak = fused(UNSURE_TWO, TWO, taught({TWO: 1.0, THREE: 2.0}))
-    assert (weak.decision, weak.rule) == (UNCLEAR, "fused_unclear")
+    assert (weak.decision, weak.rule) == (UNCLEAR, Rule.FUSED_UNCLEAR)
 
 
 def test_a_release_is_kept_when_another_taught_card_is_only_slightly_nearer() -> None:
@@ -103,7 +103,7 @@ def test_a_release_is_kept_when_another_taught_card_is_only_slightly_nearer() ->
     # well, and the template of three is a little nearer than those of two.
     clear_two = [reading("two", TWO, -0.1), free("Two.", TWO, -0.1)]
     out = fused(clear_two, TWO, taught({TWO: 1.1, THREE: 1.0}, {TWO: 1.2, THREE: 1.2}))
-    assert (out.decision, out.rule) == (TWO, "fused")
+    assert (out.decision, out.rule) == (TWO, Rule.FUSED)
     # Just released alone (0.82), and a near tie lowers it a little but not under 0.8.
     tie = fused(SURE_TWO, TWO, taught({TWO: 1.0, THREE: 0.95}, {TWO: 1.2, THREE: 1.2}))
     assert tie.decision == TWO and tie.fused is not None and 0.8 <= tie.fused < 0.83
@@ -113,20 +113,20 @@ def test_a_template_of_another_card_far_nearer_lowers_the_release_below_the_thre
     assert fused(SURE_TWO, TWO, None).decision == TWO
     # Three times nearer three, inside its radius; outside the radius of two.
     out = fused(SURE_TWO, TWO, taught({TWO: 3.0, THREE: 1.0}, {TWO: 1.0, THREE: 1.5}))
-    assert (out.decision, out.rule, out.winner) == (UNCLEAR, "fused_unclear", TWO)
+    assert (out.decision, out.rule, out.winner) == (UNCLEAR, Rule.FUSED_UNCLEAR, TWO)
     assert out.fused is not None and out.fused < 0.2 < out.probability
 
 
 def test_an_answer_far_from_every_template_is_left_to_the_recogniser() -> None:
     far = taught({TWO: 3.0, THREE: 1.0}, {TWO: 1.0, THREE: 0.5})  # outside both radii
-    alone = decide(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    alone = weigh(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
     assert fused(SURE_TWO, TWO, far) == alone
-    assert fused(UNSURE_TWO, TWO, far) == decide(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    assert fused(UNSURE_TWO, TWO, far) == weigh(UNSURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
 
 
 def test_a_card_the_user_never_taught_is_left_to_the_recogniser() -> None:
     other = taught({THREE: 1.0, CANCEL: 2.0}, {THREE: 1.5, CANCEL: 1.5})
-    assert fused(SURE_TWO, TWO, other) == decide(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
+    assert fused(SURE_TWO, TWO, other) == weigh(SURE_TWO, TWO, Stage.CHOOSE, FUSING, 3)
 
 
 def test_templates_without_fitted_weights_say_nothing() -> None:
@@ -144,14 +144,14 @@ def test_templates_never_release_what_no_transcript_says() -> None:
 
 def test_a_transcript_that_reads_as_another_answer_is_not_overruled_by_templates() -> None:
     hyps = [reading("two", TWO, -0.2), reading("three", THREE, -1.5), free("Three.", THREE, -3.0)]
-    assert decide(hyps, THREE, Stage.CHOOSE, FUSING, 3).winner == TWO
+    assert weigh(hyps, THREE, Stage.CHOOSE, FUSING, 3).winner == TWO
     assert not fused(hyps, THREE, taught({TWO: 1.0, THREE: 100.0})).decision.releases
 
 
 def test_templates_never_overrule_a_recogniser_sure_of_another_answer() -> None:
     # "Two." is the best transcript, but cancel takes 0.99 of the probability.
     hyps = [free("Two.", TWO, -5.0), reading("cancel", CANCEL, 0.0)]
-    assert decide(hyps, TWO, Stage.CHOOSE, SHIPPED, 3).winner == CANCEL
+    assert weigh(hyps, TWO, Stage.CHOOSE, SHIPPED, 3).winner == CANCEL
     out = fused(hyps, TWO, taught({TWO: 1.0, THREE: 15.0}, {TWO: 15.0, THREE: 1.0}), cal=SHIPPED)
     assert not out.decision.releases
 
@@ -170,15 +170,15 @@ def test_at_a_yes_question_the_templates_may_lower_a_release_but_never_make_one(
     for stage in (Stage.CHOOSE, Stage.FINAL):
         kept = fused(sure_yes, CONFIRM, agree, 1, stage)
         assert (kept.decision, kept.fused) == (CONFIRM, kept.probability)
-        assert fused(sure_yes, CONFIRM, against, 1, stage).rule == "fused_unclear"
+        assert fused(sure_yes, CONFIRM, against, 1, stage).rule == Rule.FUSED_UNCLEAR
         assert not fused(unsure_yes, CONFIRM, agree, 1, stage).decision.releases
 
 
 def test_on_a_single_card_a_taught_card_one_counts_as_a_taught_yes() -> None:
     sure_yes = [free("Yes.", CONFIRM, -1.0), reading("no", CANCEL, -3.5)]
     against = taught({ONE: 3.0, CANCEL: 1.0}, {ONE: 1.0, CANCEL: 1.5})
-    assert fused(sure_yes, CONFIRM, against, 1).rule == "fused_unclear"
-    assert fused(sure_yes, CONFIRM, against, 1, Stage.FINAL).rule == "decided"  # no merging
+    assert fused(sure_yes, CONFIRM, against, 1).rule == Rule.FUSED_UNCLEAR
+    assert fused(sure_yes, CONFIRM, against, 1, Stage.FINAL).rule == Rule.DECIDED  # no merging
 
 
 def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> None:
@@ -187,7 +187,7 @@ def test_a_clear_match_decides_alone_only_for_a_user_whose_speech_is_hard() -> N
     assert fused(hyps, UNREAD, taught(match, nearest=TWO, clear=True)).decision == UNREAD
     assert fused(hyps, UNREAD, taught(match, nearest=TWO, hard=True)).decision == UNREAD
     hard = fused(hyps, UNREAD, taught(match, nearest=TWO, clear=True, hard=True))
-    assert (hard.decision, hard.rule) == (TWO, "template")
+    assert (hard.decision, hard.rule) == (TWO, Rule.TEMPLATE)
     shut = replace(FUSING, alone=math.inf)
     assert not fused(hyps, UNREAD, taught(match, nearest=TWO, clear=True, hard=True),
                      cal=shut).decision.releases  # fmt: skip
@@ -210,7 +210,7 @@ def test_a_clear_match_never_decides_alone_at_a_yes_or_no_question_or_with_nothi
     alone = taught({TWO: 0.5}, nearest=TWO, clear=True, hard=True)
     assert not fused(hyps, UNREAD, alone).decision.releases
     assert fused(hyps, UNREAD, taught({TWO: 0.5, THREE: 3.0}, nearest=TWO, clear=True,
-                                      hard=True)).rule == "template"  # fmt: skip
+                                      hard=True)).rule == Rule.TEMPLATE  # fmt: skip
 
 
 def test_the_templates_evidence_is_the_winner_s_own_distance_against_every_other() -> None:
@@ -300,19 +300,19 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
     other: float,
 ) -> None:
     cal = replace(FUSING, other=other)
-    verdict = decide(hyps, transcript, stage, cal, cards)
-    out = fuse(verdict, hyps, transcript, templates, stage, cal, cards)
+    ruling = weigh(hyps, transcript, stage, cal, cards)
+    out = fuse(ruling, hyps, transcript, templates, stage, cal, cards)
     finite = [h for h in hyps if math.isfinite(h.score)]
-    if out.rule == "template":
-        assert templates.hard and templates.clear and not verdict.decision.releases
-        assert question(stage, cards) == "card" and len(templates.distances) >= 2
+    if out.rule == Rule.TEMPLATE:
+        assert templates.hard and templates.clear and not ruling.decision.releases
+        assert question(stage, cards) is Question.CARD and len(templates.distances) >= 2
         return
     if out.fused is None:  # the templates said nothing: the recogniser alone
-        assert out == verdict
+        assert out == ruling
         return
-    assert out.winner == verdict.winner
+    assert out.winner == ruling.winner
     if out.decision.releases:
-        assert out.rule == "fused" and out.decision == verdict.winner
+        assert out.rule == Rule.FUSED and out.decision == ruling.winner
         assert out.fused >= cal.need(stage, cards)
         # Neither the raw likeliest hypothesis nor the one the prior weighs is a refusal of
         # meaning: the prior lowers only "anything else", never a refusal.
@@ -320,8 +320,8 @@ def test_a_release_with_templates_is_the_recogniser_s_winner_at_its_fused_probab
         assert not (likeliest.kind is Kind.REFUSE and likeliest.reason in MEANING)
         assert any(h.decision == out.decision and h.rank == 0 for h in finite)
         assert transcript.kind not in ANSWERS or transcript == out.decision
-        if not verdict.decision.releases:
-            assert question(stage, cards) == "card"
+        if not ruling.decision.releases:
+            assert question(stage, cards) is Question.CARD
         if cards > 1 or stage is not Stage.CHOOSE:  # no card 1 / yes merging to undo
             p = posteriors(finite, cal.prior(stage, cards))[out.decision]
             expected = fused_probability(WEIGHTS, p, templates, out.decision)
@@ -337,7 +337,7 @@ def test_shipped_weights_never_lift_a_card_the_templates_put_behind_another() ->
     assert not fused(hyps, TWO, behind, cal=SHIPPED).decision.releases
     # With card 2's template the nearest, inside its radius, the same hearing is lifted.
     ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
-    assert fused(hyps, TWO, ahead, cal=SHIPPED).rule == "fused"
+    assert fused(hyps, TWO, ahead, cal=SHIPPED).rule == Rule.FUSED
 
 
 def test_shipped_weights_never_lift_a_card_behind_an_unread_transcript_as_scored() -> None:
@@ -370,4 +370,4 @@ def test_an_unread_transcript_counts_at_the_prior_when_the_templates_lift() -> N
     hyps += [Hypothesis("Tu.", UNREAD, math.log(0.85), "hi", 0)]
     ahead = taught({TWO: 8.0, THREE: 10.0, ONE: 20.0}, {TWO: 10.5, THREE: 9.0, ONE: 9.0})
     assert SHIPPED.other == -5.0
-    assert fused(hyps, UNREAD, ahead, cal=SHIPPED).rule == "fused"
+    assert fused(hyps, UNREAD, ahead, cal=SHIPPED).rule == Rule.FUSED

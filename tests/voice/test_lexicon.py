@@ -13,7 +13,7 @@ from voicegate.domain import Stage
 from voicegate.errors import ConfigError
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import consent
-from voicegate.voice.consent import decide
+from voicegate.voice.consent import read_words
 from voicegate.voice.lexicon import (
     LANGS,
     LEXICON_DIR,
@@ -165,16 +165,16 @@ def test_cardinal_may_also_be_a_sound_alike_and_alone_it_is_the_sound_alike() ->
     vocab = merge([parse(minimal(numbers=numbers, sound_alikes={"do": 2}), "xx")])
     assert vocab.phrases["do"].word == Word.SOUND_ALIKE
     assert vocab.cardinals["do"] == 2
-    assert decide("do", 3, Stage.CHOOSE, vocab=vocab).reason == Reason.SOUND_ALIKE
-    assert decide("number do", 3, Stage.CHOOSE, vocab=vocab).card == 2
+    assert read_words("do", 3, Stage.CHOOSE, vocab=vocab).reason == Reason.SOUND_ALIKE
+    assert read_words("number do", 3, Stage.CHOOSE, vocab=vocab).card == 2
 
 
 def test_cancel_word_may_also_negate() -> None:
     vocab = merge([parse(minimal(), "xx")])
     no = vocab.phrases["no"]
     assert (no.word, no.negates) == (Word.CANCEL, Side.AFTER)
-    assert decide("no", 2, Stage.CHOOSE, vocab=vocab).kind == Kind.CANCEL
-    assert decide("no two", 2, Stage.CHOOSE, vocab=vocab).reason == Reason.NEGATION
+    assert read_words("no", 2, Stage.CHOOSE, vocab=vocab).kind == Kind.CANCEL
+    assert read_words("no two", 2, Stage.CHOOSE, vocab=vocab).reason == Reason.NEGATION
 
 
 def test_grammar_module_spells_no_lexicon_word() -> None:

@@ -17,9 +17,10 @@ from voicegate.errors import ModelError
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
 from voicegate.voice import calibration, consent, templates
-from voicegate.voice.decision import UNCALIBRATED, Calibration
+from voicegate.voice.calibration import UNCALIBRATED, Calibration
+from voicegate.voice.decision import Rule
 from voicegate.voice.fingerprint import ReplayGuard
-from voicegate.voice.hypotheses import hypotheses, reading_of
+from voicegate.voice.hypotheses import hypotheses, read_transcript
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult, as_json
 from voicegate.voice.transcribe import FakeTranscriber, Heard, Hearing, Utterance
 
@@ -246,7 +247,7 @@ async def test_the_same_narrow_yes_is_unclear_under_a_stricter_final_threshold()
     pipeline = VoicePipeline(FakeTranscriber([said]), None, calibrated=strict)
     result = await pipeline.decide(speech(), user="u", cards=1, stage=Stage.FINAL)
     assert result.decision == Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
-    assert result.rule == "unclear" and 0.5 < result.probability < 0.95
+    assert result.rule == Rule.UNCLEAR and 0.5 < result.probability < 0.95
 
 
 async def test_an_uncalibrated_model_releases_nothing_by_voice() -> None:
@@ -309,7 +310,7 @@ async def test_a_user_without_templates_gets_the_recogniser_alone() -> None:
 
 async def test_a_clear_template_match_decides_for_a_user_whose_speech_is_hard() -> None:
     result = await answer(enrolled(hard=True), heard("Tuwo", MUMBLED))
-    assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), "template")
+    assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), Rule.TEMPLATE)
     assert result.timings_ms["templates"] >= 0.0
 
 
@@ -335,7 +336,7 @@ async def test_templates_far_nearer_another_card_lower_the_recogniser_s_card() -
     # templates of three lie four times nearer than those of two, and the fitted ratio lowers
     # the fused probability under the threshold. Without weights the templates say nothing.
     fitted = Calibration(card=0.9, yes=0.9, support=1, source="test", fusion=(0.0, 1.0, 4.0, 1.0))
-    for calibrated, rule in ((fitted, "fused_unclear"), (None, "decided")):
+    for calibrated, rule in ((fitted, Rule.FUSED_UNCLEAR), (None, Rule.DECIDED)):
         pipeline = VoicePipeline(
             FakeTranscriber([heard("Two.")]),
             None,
@@ -344,7 +345,7 @@ async def test_templates_far_nearer_another_card_lower_the_recogniser_s_card() -
         )
         result = await pipeline.decide(wav(take(520.0, 7)), user="u", cards=3, stage=Stage.CHOOSE)
         assert result.rule == rule
-        assert result.decision.releases is (rule == "decided")
+        assert result.decision.releases is (rule == Rule.DECIDED)
         if calibrated is not None:
             assert result.fused is not None and result.fused < 0.9 < result.probability
 
@@ -361,7 +362,7 @@ async def test_templates_that_agree_lift_an_unsure_card_over_the_fused_threshold
         enrolments=enrolled(False),
     )
     result = await pipeline.decide(wav(take(200.0, 7)), user="u", cards=3, stage=Stage.CHOOSE)
-    assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), "fused")
+    assert (result.decision, result.rule) == (Decision(Kind.CHOOSE, card=2), Rule.FUSED)
     assert result.fused is not None and result.fused >= 0.9 > result.probability
 
 
@@ -413,7 +414,7 @@ def test_the_best_transcript_with_a_question_mark_added_means_what_the_best_one_
     meaning = {h.text: h.decision for h in hypotheses(readings, hearing, 1, Stage.CHOOSE)}
     assert meaning["Yes?"] == Decision(Kind.CONFIRM)
     # Read alone, the same text is a question.
-    assert reading_of("Yes?", 1, Stage.CHOOSE).reason is Reason.QUESTION
+    assert read_transcript("Yes?", 1, Stage.CHOOSE).reason is Reason.QUESTION
 
 
 @pytest.mark.parametrize(
@@ -485,7 +486,7 @@ async def test_a_yes_whose_question_mark_variant_is_close_is_confirmed() -> None
     tiny = Calibration(card=0.94, yes=0.92, support=1, source="test")
     pipeline = VoicePipeline(FakeTranscriber([hearing]), None, calibrated=tiny)
     result = await pipeline.decide(speech(), user="u", cards=1, stage=Stage.FINAL)
-    assert (result.decision, result.rule) == (Decision(Kind.CONFIRM), "decided")
+    assert (result.decision, result.rule) == (Decision(Kind.CONFIRM), Rule.DECIDED)
     assert result.probability > 0.99
 
 
@@ -513,7 +514,7 @@ async def test_a_left_heard_yes_with_its_question_spelling_stays_under_the_yes_t
     pipeline = VoicePipeline(FakeTranscriber([LEFT_HEARD_YES]), None, calibrated=shipped)
     result = await pipeline.decide(speech(), user="u", cards=1, stage=stage)
     assert 0.97 < result.probability < shipped.yes, result
-    assert not result.decision.releases and result.rule == "unclear", result
+    assert not result.decision.releases and result.rule == Rule.UNCLEAR, result
 
 
 async def test_the_second_one_is_chosen_when_a_dropped_one_is_likelier() -> None:

@@ -298,14 +298,14 @@ def test_a_dropped_the_second_is_a_partial_hearing_of_the_second_one(
     "One." high, and that text, a part of the best transcript, counts for card two instead of
     against it. (The shipped card prompt also names "the first one", and there the bare "One."
     keeps about 0.3 % on this clip: the pipeline below decides it as shipped.)"""
-    from voicegate.voice import calibration, consent, decision
+    from voicegate.voice import calibration, consent
     from voicegate.voice.hypotheses import hypotheses
 
     [row] = clips(file="espeak_gb_the_second_one.flac")
     readings = consent.readings(2, Stage.CHOOSE, ("en",))
     samples = decode((CLIPS / row["file"]).read_bytes()).samples
     texts = tuple(r.text for r in readings)
-    asked = Utterance(samples, ("en",), texts, question=decision.question(Stage.CHOOSE, 2))
+    asked = Utterance(samples, ("en",), texts, question=calibration.question(Stage.CHOOSE, 2))
     numbers = {"tiny.en": {"card": {"en": "One, two, three, four, five."}}}
     with monkeypatch.context() as told:
         told.setattr(calibration, "PROMPTS", numbers)

@@ -17,8 +17,8 @@ from voicegate.domain import Decision, Stage
 from voicegate.errors import HearingUnavailable
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model
-from voicegate.voice.consent import decide, grant_of
-from voicegate.voice.decision import Calibration
+from voicegate.voice.calibration import Calibration
+from voicegate.voice.consent import grant_of, read_words
 from voicegate.voice.leading import PAUSE, answer_part
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
 from voicegate.voice.transcribe import FakeTranscriber, Hearing, Utterance
@@ -96,7 +96,7 @@ def test_a_doubt_a_near_miss_or_no_yes_asks_for_no_grant(said: str) -> None:
 def test_a_wait_written_in_digits_after_a_yes_asks_for_no_grant(said: str) -> None:
     # Spelt out, these are a yes and a wait: two answers. In digits they are the same words.
     assert grant_of(said, 1, Stage.CHOOSE) is None
-    assert not decide(said, 1, Stage.CHOOSE).releases
+    assert not read_words(said, 1, Stage.CHOOSE).releases
 
 
 def test_on_several_cards_the_answer_part_is_the_card_and_the_gate_judges_the_grant() -> None:
@@ -108,7 +108,7 @@ def test_on_several_cards_the_answer_part_is_the_card_and_the_gate_judges_the_gr
 
 def test_a_grant_is_never_read_where_the_whole_transcript_would_release() -> None:
     # Without the grammar's length the same words never released either.
-    assert not decide("Yes, for 10 minutes.", 1, Stage.CHOOSE).releases
+    assert not read_words("Yes, for 10 minutes.", 1, Stage.CHOOSE).releases
 
 
 @st.composite
@@ -135,7 +135,7 @@ def test_a_grant_is_read_only_after_words_the_grammar_releases_alone(
     words = grant_of(" ".join([*tokens, "for 10 minutes"]), cards, stage)
     if words is not None:
         assert words.decision.releases
-        assert decide(words.answer, cards, stage) == words.decision
+        assert read_words(words.answer, cards, stage) == words.decision
 
 
 def clip(*bursts: tuple[float, float], seed: int = 0) -> np.ndarray:

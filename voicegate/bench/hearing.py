@@ -27,7 +27,7 @@ import numpy.typing as npt
 from voicegate.bench.measure import Options, median, ms
 from voicegate.bench.voice_app import CARDS, one_second_clip
 from voicegate.domain import Stage
-from voicegate.voice.decision import UNCALIBRATED
+from voicegate.voice.calibration import UNCALIBRATED
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import Hearing, Samples, Utterance
 
@@ -98,14 +98,14 @@ async def _transport(hearing: NatsHearing, options: Options, count: int) -> floa
     """The hop alone (median ms): a 1 s utterance with the two-card readings to a worker in
     this process that hears nothing and answers at once, and its hearing back."""
     from voicegate.hearing.worker import work
-    from voicegate.voice import consent, decision
+    from voicegate.voice import calibration, consent
     from voicegate.voice.hypotheses import LEXICONS
 
     readings = consent.readings(len(CARDS), Stage.CHOOSE, LEXICONS["en"])
     utterance = Utterance(
         np.zeros(16_000, np.float32),
         candidates=tuple(r.text for r in readings),
-        question=decision.question(Stage.CHOOSE, len(CARDS)),
+        question=calibration.question(Stage.CHOOSE, len(CARDS)),
     )
     stop, ready = asyncio.Event(), asyncio.Event()
     echo = _Echo(options.model)

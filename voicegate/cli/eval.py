@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         cases = cases[: args.limit]
 
-    async def go() -> tuple[list[report.Result], list[report.Taught]]:
+    async def go() -> tuple[list[report.Result], list[report.TakeReply]]:
         from voicegate.eval.local import in_process, whisper_voice
         from voicegate.eval.remote import remote
         from voicegate.eval.runner import evaluate

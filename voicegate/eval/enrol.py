@@ -5,7 +5,7 @@ paired device, signed like every answer, exactly as the approve page teaches an 
 no case: it has no right or wrong, only taught or refused (a replay of an earlier take, say).
 With ``"hard": true`` the user's device then sets "my speech is hard for recognisers", as the
 page's switch does (``POST /device/enrol/hard``); a refusal of that counts as the take's.
-What became of each take is a ``report.Taught``, which ``report.enrolment`` counts.
+What became of each take is a ``report.TakeReply``, which ``report.enrolment`` counts.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import httpx
 
 from voicegate.eval.manifest import Case
-from voicegate.eval.report import Taught
+from voicegate.eval.report import TakeReply
 
 if TYPE_CHECKING:
     from voicegate.eval.harness import BaseHarness
 
 
-async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, str]) -> Taught:
+async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, str]) -> TakeReply:
     """Upload one enrolment take of ``case.user`` for ``case.expect``; with ``case.hard``, set
     the user's flag too, whatever became of the take (a refusal of the flag is reported as
     this line's, with ``hard_flag:`` before its reason)."""
@@ -35,7 +35,7 @@ async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, st
     answer = await harness.signed(
         device, "POST", path, body=case.path.read_bytes(), headers={"content-type": kind}
     )
-    taught = Taught(case.id, case.user, case.expect_text, answer.status_code, _reason(answer))
+    taught = TakeReply(case.id, case.user, case.expect_text, answer.status_code, _reason(answer))
     if not case.hard:
         return taught
     flag = await harness.signed(

@@ -95,7 +95,7 @@ class BaseHarness(abc.ABC):
         self.sleep = sleep
         self.devices: dict[str, PairedDevice] = {}
         # Enrolment lines of the manifest, in order: not cases (``voicegate.eval.enrol``).
-        self.taught: list[report.Taught] = []
+        self.taught: list[report.TakeReply] = []
 
     @abc.abstractmethod
     def phone(self, n: int) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:

@@ -15,7 +15,7 @@ from voicegate.eval import report
 
 def write(
     results: Sequence[report.Result],
-    taught: Sequence[report.Taught] = (),
+    taught: Sequence[report.TakeReply] = (),
     *,
     json_path: Path | None = None,
     report_dir: Path | None = None,

@@ -3,7 +3,8 @@
 A case is *correct* when the decision equals what the manifest expects (on a single open card,
 ``choose:1`` and ``confirm`` mean the same and both count). A *false release* is any upstream
 write the case did not expect: the wrong card, or any write when it expected refuse, cancel or
-more time. An enrolment take (``Taught``) is no case: it is counted apart, kept or refused.
+more time. The server's reply to an enrolment take (``TakeReply``) is no case: it is counted
+apart, kept or refused.
 Only ``write_plots`` touches the disk.
 """
 
@@ -71,7 +72,7 @@ class Result:
 
 
 @dataclass(frozen=True, slots=True)
-class Taught:
+class TakeReply:
     """What the server answered to one enrolment take."""
 
     id: str
@@ -158,7 +159,7 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
     }
 
 
-def enrolment(taught: Sequence[Taught]) -> dict[str, Any]:
+def enrolment(taught: Sequence[TakeReply]) -> dict[str, Any]:
     """Enrolment takes for the summary: how many were kept, refused, and why."""
     refused = Counter(t.reason or f"http_{t.status}" for t in taught if not t.ok)
     return {

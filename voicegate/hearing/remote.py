@@ -38,7 +38,7 @@ from nats.js.errors import Error as JetStreamError
 from voicegate.errors import ConfigError, HearingUnavailable
 from voicegate.hearing import queue, wire
 from voicegate.voice import answer_model, calibration
-from voicegate.voice.decision import Calibration
+from voicegate.voice.calibration import Calibration
 from voicegate.voice.transcribe import Hearing, Samples, Utterance
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The calibrated thresholds of the voice decision, one entry per recogniser model.
+"""The voice decision's calibration: what one holds, and the fitted one of each recogniser model.
 
 Each number was fitted by ``benchmarks/calibrate.py fit`` on the calibration split of the real
 recordings in ``../shared/corpus`` (FSDD speakers jackson and nicolas; speech_commands speakers
@@ -15,8 +15,75 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 
-from voicegate.voice.decision import UNCALIBRATED, Calibration
+from voicegate.domain import Stage
+
+
+class Question(StrEnum):
+    """The kind of question a set asks, as the calibration and the answer model name it."""
+
+    CARD = "card"  # which of several cards
+    YES = "yes"  # yes or no: a single card at the choose stage, and the final card
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The probability an answer needs, and where the numbers came from (``decision.weigh``).
+
+    ``card`` applies to choosing among two or more cards, ``yes`` to every yes-or-no question:
+    a single card at the choose stage and the final card. They are fitted apart, on answers of
+    each kind. ``support`` is how deep in a language's beam a transcript may support a release
+    (rule 3).
+    """
+
+    card: float
+    yes: float
+    support: int
+    source: str
+    # The weights of the fused probability of a taught meaning (``fused_probability``): bias,
+    # the recogniser's log-odds, log(other / distance) and log(radius / distance). No
+    # weights: the templates say nothing, and the recogniser decides alone.
+    fusion: tuple[float, float, float, float] | None = None
+    # The largest margin and radius features the fusion was fitted on (``fused_probability``).
+    fusion_limits: tuple[float, float] | None = None
+    # What the recogniser must still give a clear match of a user whose speech is hard for
+    # recognisers before the match decides "alone" (``fuse``); infinity keeps that path shut.
+    alone: float = math.inf
+    # The encoder window the numbers were fitted at: "full" (Whisper's 30 s) or "short" (the
+    # clip and a second, voice/whisper.py); the recogniser hears at this one.
+    window: str = "full"
+    # The log prior odds, at a choice among cards, of "anything else" (a free transcript the
+    # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
+    other: float = 0.0
+    # The answer model's thresholds by question ("card", "yes"; ``agree``), from its own record
+    # (voice/answer_models/); None where this recogniser has no answer model.
+    answers: Mapping[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        # A prior above 0 could lift "anything else" over a refusal of meaning and so move the
+        # likeliest hypothesis off a veto; below 0 it can only add vetoes.
+        if not self.other <= 0.0:
+            raise ValueError(f"the prior of anything else must be 0 or below, not {self.other}")
+
+    def need(self, stage: Stage, cards: int) -> float:
+        """The threshold for a set of ``cards`` cards at ``stage``."""
+        return self.card if question(stage, cards) is Question.CARD else self.yes
+
+    def prior(self, stage: Stage, cards: int) -> float:
+        """The log prior odds of "anything else" for a set of ``cards`` cards at ``stage``."""
+        return self.other if question(stage, cards) is Question.CARD else 0.0
+
+
+def question(stage: Stage, cards: int) -> Question:
+    """The kind of question a set asks: which of several cards, or yes or no."""
+    return Question.CARD if stage is Stage.CHOOSE and cards > 1 else Question.YES
+
+
+# Nothing is released by voice through a model that was never calibrated.
+UNCALIBRATED = Calibration(math.inf, math.inf, 0, "no calibration: voice releases nothing")
+
 
 CALIBRATIONS: Mapping[str, Calibration] = {
     # How each number below was fitted, with every earlier value and why it moved:

@@ -68,7 +68,7 @@ def refuse(reason: Reason) -> Decision:
     return Decision(Kind.REFUSE, reason=reason)
 
 
-def decide(
+def read_words(
     transcript: str,
     cards: int,
     stage: Stage,
@@ -104,7 +104,7 @@ def grant_of(
     Fails closed: the length must end the transcript, be one of the lexicons' ``grant``
     patterns with a plain number in its slot (no "about", no "or so", no "?" after it), and not
     be an answer phrase of its own ("ek minute" is a wait). The words before it are read by
-    ``decide`` unchanged, so a hedge, question, negator or second answer anywhere in them
+    ``read_words`` unchanged, so a hedge, question, negator or second answer anywhere in them
     refuses exactly as it does without a length; a length after anything but a release is no
     grant. Whether the minutes may be had is the gate's to judge (``grants.refusal``).
     """
@@ -118,7 +118,7 @@ def grant_of(
         if minutes is None or _answer_alone(pattern, tail, minutes, vocab):
             continue
         answer = " ".join(tokens[: -len(pattern)])
-        meant = decide(answer, cards, stage, card_words, vocab=vocab)
+        meant = read_words(answer, cards, stage, card_words, vocab=vocab)
         return GrantWords(meant, answer, minutes) if meant.releases else None
     return None
 

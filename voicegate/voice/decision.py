@@ -53,9 +53,11 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
+from voicegate.voice.calibration import Calibration, Question, question
 from voicegate.voice.taught import Taught, fused_probability
 
 # Grammar refusals that say what the words mean, not that they could not be read.
@@ -68,6 +70,25 @@ MEANING = frozenset(
 )
 ANSWERS = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
 UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+
+
+class Rule(StrEnum):
+    """Which rule decided a ruling (the module docstring; ``rule`` in ``decide --json``)."""
+
+    VETO = "veto"  # rule 1: the grammar refused the meaning
+    GRAMMAR = "grammar"  # rule 2: the words say cancel or more time
+    DECIDED = "decided"  # rules 2-3: the likeliest answer, sure and supported
+    UNCLEAR = "unclear"  # rule 2: the likeliest answer under the threshold
+    DISAGREE = "disagree"  # rule 2: the best transcript reads as another answer
+    UNSUPPORTED = "unsupported"  # rule 3: no free transcript says the release
+    NO_ANSWER = "no_answer"  # no hypothesis means an answer
+    RECOGNISER = "recogniser"  # the recogniser refused the hearing
+    ANSWER_MODEL = "answer_model"  # rule 4: the sound does not agree
+    FUSED = "fused"  # the templates' ratio lifted or kept the answer over the threshold
+    FUSED_UNCLEAR = "fused_unclear"  # the templates' ratio left it under the threshold
+    TEMPLATE = "template"  # a hard user's clear template match decided alone
+    GRANT = "grant"  # a spoken grant whose answer part could not be heard
+    GRANT_DISAGREE = "grant_disagree"  # the answer part heard as another answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,71 +104,12 @@ class Hypothesis:
 
 
 @dataclass(frozen=True, slots=True)
-class Calibration:
-    """The probability an answer needs, and where the numbers came from.
-
-    ``card`` applies to choosing among two or more cards, ``yes`` to every yes-or-no question:
-    a single card at the choose stage and the final card. They are fitted apart, on answers of
-    each kind. ``support`` is how deep in a language's beam a transcript may support a release
-    (rule 3).
-    """
-
-    card: float
-    yes: float
-    support: int
-    source: str
-    # The weights of the fused probability of a taught meaning (``fused_probability``): bias,
-    # the recogniser's log-odds, log(other / distance) and log(radius / distance). No
-    # weights: the templates say nothing, and the recogniser decides alone.
-    fusion: tuple[float, float, float, float] | None = None
-    # The largest margin and radius features the fusion was fitted on (``fused_probability``).
-    fusion_limits: tuple[float, float] | None = None
-    # What the recogniser must still give a clear match of a user whose speech is hard for
-    # recognisers before the match decides "alone" (``fuse``); infinity keeps that path shut.
-    alone: float = math.inf
-    # The encoder window the numbers were fitted at: "full" (Whisper's 30 s) or "short" (the
-    # clip and a second, voice/whisper.py); the recogniser hears at this one.
-    window: str = "full"
-    # The log prior odds, at a choice among cards, of "anything else" (a free transcript the
-    # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
-    other: float = 0.0
-    # The answer model's thresholds by question ("card", "yes"; ``agree``), from its own record
-    # (voice/answer_models/); None where this recogniser has no answer model.
-    answers: Mapping[str, float] | None = None
-
-    def __post_init__(self) -> None:
-        # A prior above 0 could lift "anything else" over a refusal of meaning and so move the
-        # likeliest hypothesis off a veto; below 0 it can only add vetoes.
-        if not self.other <= 0.0:
-            raise ValueError(f"the prior of anything else must be 0 or below, not {self.other}")
-
-    def need(self, stage: Stage, cards: int) -> float:
-        """The threshold for a set of ``cards`` cards at ``stage``."""
-        return self.card if question(stage, cards) == "card" else self.yes
-
-    def prior(self, stage: Stage, cards: int) -> float:
-        """The log prior odds of "anything else" for a set of ``cards`` cards at ``stage``."""
-        return self.other if question(stage, cards) == "card" else 0.0
-
-
-def question(stage: Stage, cards: int) -> str:
-    """The kind of question a set asks: "card" (which of several) or "yes" (yes or no)."""
-    return "card" if stage is Stage.CHOOSE and cards > 1 else "yes"
-
-
-# Nothing is released by voice through a model that was never calibrated.
-UNCALIBRATED = Calibration(math.inf, math.inf, 0, "no calibration: voice releases nothing")
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Ruling:
     """The decision, the probability of the best answer, and which rule decided."""
 
     decision: Decision
     probability: float
-    # "veto", "grammar", "decided", "unclear", "disagree", "unsupported", "no_answer",
-    # "recogniser"; with templates also "fused", "fused_unclear" and "template"
-    rule: str
+    rule: Rule
     winner: Decision | None = None
     # The winner's fused probability, where the user's templates weighed in (``fuse``); the
     # ``probability`` above stays the recogniser's own.
@@ -156,8 +118,14 @@ class Verdict:
     heard: float | None = None
 
 
-def one_card(decision: Decision) -> Decision:
-    """With one card open, choosing card 1 and yes release the same action: one decision."""
+def merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:
+    """What each decision is for a set of ``cards`` cards at ``stage``: with one card open at the
+    choose stage, choosing card 1 and yes release the same action, so they are one decision
+    (a confirm); anywhere else every decision is itself."""
+    return _one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
+
+
+def _one_card(decision: Decision) -> Decision:
     return Decision(Kind.CONFIRM) if decision == Decision(Kind.CHOOSE, card=1) else decision
 
 
@@ -176,108 +144,108 @@ def posteriors(hypotheses: Sequence[Hypothesis], other: float = 0.0) -> dict[Dec
     return {decision: m / total for decision, m in mass.items()}
 
 
-def decide(
+def weigh(
     hypotheses: Sequence[Hypothesis],
     transcript: Decision,
     stage: Stage,
     calibration: Calibration,
     cards: int = 1,
-) -> Verdict:
+) -> Ruling:
     """The decision for one answer; ``transcript`` is the grammar's reading of the best one."""
     if _meaning(transcript):
-        return Verdict(transcript, 0.0, "veto")
+        return Ruling(transcript, 0.0, Rule.VETO)
     if transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
-        return Verdict(transcript, 0.0, "grammar")
+        return Ruling(transcript, 0.0, Rule.GRAMMAR)
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     fallback = transcript if transcript.kind is Kind.REFUSE else UNCLEAR
     post = posteriors(finite, calibration.prior(stage, cards))
     answers = {d: p for d, p in post.items() if d.kind in ANSWERS}
     if not answers:
-        return Verdict(fallback, 0.0, "no_answer")
+        return Ruling(fallback, 0.0, Rule.NO_ANSWER)
     winner = max(answers, key=lambda d: answers[d])
     probability = answers[winner]
     if not probability >= calibration.need(stage, cards):
-        return Verdict(fallback, probability, "unclear", winner)
+        return Ruling(fallback, probability, Rule.UNCLEAR, winner)
     if transcript.kind in ANSWERS and winner != transcript:
-        return Verdict(UNCLEAR, probability, "disagree", winner)
+        return Ruling(UNCLEAR, probability, Rule.DISAGREE, winner)
     if winner.releases and _meaning(likeliest):
-        return Verdict(likeliest, probability, "veto", winner)
+        return Ruling(likeliest, probability, Rule.VETO, winner)
     if winner.releases and not _supported(winner, finite, calibration.support):
-        return Verdict(fallback, probability, "unsupported", winner)
-    return Verdict(winner, probability, "decided", winner)
+        return Ruling(fallback, probability, Rule.UNSUPPORTED, winner)
+    return Ruling(winner, probability, Rule.DECIDED, winner)
 
 
 def agree(
-    verdict: Verdict,
+    ruling: Ruling,
     answers: Mapping[Decision, float] | None,
     stage: Stage,
     calibration: Calibration,
     cards: int = 1,
-) -> Verdict:
-    """The verdict once the answer model has heard the clip (module docstring, rule 4): a
+) -> Ruling:
+    """The ruling once the answer model has heard the clip (module docstring, rule 4): a
     release stands only where the answer model's likeliest answer is that release, with at
     least its calibrated probability; ``answers`` are its probabilities of the answers this
     question can take (``answer_model.meanings``). Refusals, cancels and waits stand as they are:
     the model only ever takes a release away."""
     need = calibration.answers.get(question(stage, cards)) if calibration.answers else None
-    if answers is None or need is None or not verdict.decision.releases:
-        return verdict
+    if answers is None or need is None or not ruling.decision.releases:
+        return ruling
     said = max(answers, key=lambda d: answers[d])
-    if said == verdict.decision and answers[said] >= need:
-        return replace(verdict, heard=answers[said])
-    return Verdict(UNCLEAR, verdict.probability, "answer_model", verdict.winner, verdict.fused,
-                   answers.get(verdict.decision, 0.0))  # fmt: skip
+    if said == ruling.decision and answers[said] >= need:
+        return replace(ruling, heard=answers[said])
+    return Ruling(UNCLEAR, ruling.probability, Rule.ANSWER_MODEL, ruling.winner, ruling.fused,
+                   answers.get(ruling.decision, 0.0))  # fmt: skip
 
 
-def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Verdict:
-    """The verdict when the recogniser refused the hearing (``transcript``: the grammar's reading
+def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Ruling:
+    """The ruling when the recogniser refused the hearing (``transcript``: the grammar's reading
     of its best transcript). Whisper's doubt that anything was said (``NO_SPEECH``) protects
     releases; a best transcript that says cancel or wait still decides so, as rule 2 does,
     since it releases nothing. On the 2,666 real clips a spoken "stop" heard "Stop." at a
     no-speech probability of 0.78 now cancels, and none of the other 52 no-speech decisions
     reads as a cancel or a wait (docs/voice.md, "Weak spots")."""
     if refusal is Reason.NO_SPEECH and transcript.kind in (Kind.CANCEL, Kind.MORE_TIME):
-        return Verdict(transcript, 0.0, "grammar")
-    return Verdict(Decision(Kind.REFUSE, reason=refusal), 0.0, "recogniser")
+        return Ruling(transcript, 0.0, Rule.GRAMMAR)
+    return Ruling(Decision(Kind.REFUSE, reason=refusal), 0.0, Rule.RECOGNISER)
 
 
 def fuse(
-    verdict: Verdict,
+    ruling: Ruling,
     hypotheses: Sequence[Hypothesis],
     transcript: Decision,
     taught: Taught | None,
     stage: Stage,
     calibration: Calibration,
     cards: int = 1,
-) -> Verdict:
-    """The verdict of ``decide`` combined with the user's templates (module docstring)."""
-    if taught is None or verdict.rule in ("veto", "grammar", "recogniser"):
-        return verdict
-    same = one_card if cards == 1 and stage is Stage.CHOOSE else _as_is
+) -> Ruling:
+    """The ruling of ``weigh`` combined with the user's templates (module docstring)."""
+    if taught is None or ruling.rule in (Rule.VETO, Rule.GRAMMAR, Rule.RECOGNISER):
+        return ruling
+    same = merge(cards, stage)
     finite = [h for h in hypotheses if math.isfinite(h.score)]
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
-    winner = verdict.winner
+    winner = ruling.winner
     evidence = _merged(taught, same)
     if winner is None or not winner.releases or evidence is None:
-        return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
+        return _alone(ruling, finite, transcript, taught, stage, calibration, cards, same)
     probability = posteriors(finite, calibration.prior(stage, cards)).get(winner, 0.0)
     combined = fused_probability(
         calibration.fusion, probability, evidence, winner, calibration.fusion_limits
     )
     if combined is None:  # the templates say nothing about this answer: the recogniser alone
-        return _alone(verdict, finite, transcript, taught, stage, calibration, cards, same)
-    if question(stage, cards) == "yes":
+        return _alone(ruling, finite, transcript, taught, stage, calibration, cards, same)
+    if question(stage, cards) is Question.YES:
         # The fusion was fitted on choices among cards: at a yes-or-no question the templates'
         # ratio may lower the recogniser's probability, never raise it.
         combined = min(combined, probability)
     need = calibration.need(stage, cards)
-    if verdict.decision.releases:
+    if ruling.decision.releases:
         if combined >= need:
-            return Verdict(winner, probability, "fused", winner, combined)
-        return Verdict(UNCLEAR, probability, "fused_unclear", winner, combined)
-    if verdict.rule != "unclear":  # "unsupported", "disagree": still refused, the ratio shown
-        return Verdict(verdict.decision, verdict.probability, verdict.rule, winner, combined)
+            return Ruling(winner, probability, Rule.FUSED, winner, combined)
+        return Ruling(UNCLEAR, probability, Rule.FUSED_UNCLEAR, winner, combined)
+    if ruling.rule is not Rule.UNCLEAR:  # UNSUPPORTED, DISAGREE: still refused, ratio shown
+        return Ruling(ruling.decision, ruling.probability, ruling.rule, winner, combined)
     # The recogniser alone found its winner too unsure. The templates lift it only on a choice
     # among cards, when a free transcript at the top of a language's beam says it (rule 3) and
     # reads as no other answer, the winner is the likeliest, and the templates point at it.
@@ -288,17 +256,17 @@ def fuse(
         and not other
         and likeliest == winner
         and _points_at(evidence, winner)
-        and question(stage, cards) == "card"
+        and question(stage, cards) is Question.CARD
         and _allowed(winner, stage, cards)
         and combined >= need
     ):
-        return Verdict(winner, probability, "fused", winner, combined)
-    unsure = Verdict(verdict.decision, verdict.probability, "fused_unclear", winner, combined)
+        return Ruling(winner, probability, Rule.FUSED, winner, combined)
+    unsure = Ruling(ruling.decision, ruling.probability, Rule.FUSED_UNCLEAR, winner, combined)
     return _alone(unsure, finite, transcript, taught, stage, calibration, cards, same)
 
 
 def _alone(
-    verdict: Verdict,
+    ruling: Ruling,
     finite: Sequence[Hypothesis],
     transcript: Decision,
     taught: Taught,
@@ -306,27 +274,29 @@ def _alone(
     calibration: Calibration,
     cards: int,
     same: Callable[[Decision], Decision],
-) -> Verdict:
-    """Where the fused probability says nothing: the recogniser's verdict, or, for a user who
+) -> Ruling:
+    """Where the fused probability says nothing: the recogniser's ruling, or, for a user who
     said their speech is hard for recognisers, a clear template match where the recogniser
     gives its meaning at least ``Calibration.alone`` (infinity, shut, on a model not fitted)."""
-    if verdict.decision.releases or taught.nearest is None or not taught.clear:
-        return verdict
+    if ruling.decision.releases or taught.nearest is None or not taught.clear:
+        return ruling
     meaning = same(taught.nearest)
     if not taught.hard or meaning.kind not in ANSWERS or not _allowed(meaning, stage, cards):
-        return verdict
+        return ruling
     # Fitted on choices among cards, each match beating the user's other taught meanings: a
     # yes-or-no question, or a user with one meaning taught (nothing to beat, and no reach to
     # cap the radius), never gets a release from templates alone.
-    if question(stage, cards) != "card" or not any(m != meaning for m in taught.distances):
-        return verdict
+    if question(stage, cards) is not Question.CARD or not any(
+        m != meaning for m in taught.distances
+    ):
+        return ruling
     likeliest = _likeliest(finite, calibration.prior(stage, cards))
     if _meaning(likeliest) or (transcript.kind in ANSWERS and transcript != meaning):
-        return verdict
+        return ruling
     probability = posteriors(finite, calibration.prior(stage, cards)).get(meaning, 0.0)
     if probability >= calibration.alone:
-        return Verdict(meaning, probability, "template", meaning)
-    return verdict
+        return Ruling(meaning, probability, Rule.TEMPLATE, meaning)
+    return ruling
 
 
 def _points_at(taught: Taught, meaning: Decision) -> bool:

@@ -47,10 +47,10 @@ def heard_as(text: str) -> str | None:
     """The answer a take's transcript reads as, by its stored name, or None where it reads as
     no single answer: a card's number at a choice among ``MAX_CARD`` cards, or cancel or wait;
     else yes, no or wait as the answer to a yes-or-no question."""
-    from voicegate.voice.hypotheses import reading_of
+    from voicegate.voice.hypotheses import read_transcript
 
     for cards, stage in ((MAX_CARD, Stage.CHOOSE), (1, Stage.FINAL)):
-        read = reading_of(text, cards, stage)
+        read = read_transcript(text, cards, stage)
         if read.kind in (Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME):
             return meaning_text(read)
     return None

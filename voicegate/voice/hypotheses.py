@@ -7,7 +7,7 @@ Every reading the card allows and every free transcript of the beam becomes a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from voicegate.domain import Decision, Stage
@@ -15,7 +15,7 @@ from voicegate.voice import consent, decision
 from voicegate.voice.normalise import QUESTION_MARK
 from voicegate.voice.transcribe import Hearing
 
-__all__ = ["LEXICONS", "SPOKEN", "hypotheses", "reading_of"]
+__all__ = ["LEXICONS", "SPOKEN", "hypotheses", "read_transcript"]
 
 # Whisper language -> the grammar's lexicons for it.
 LEXICONS: Mapping[str, tuple[str, ...]] = {"en": ("en",), "hi": ("hi-Deva", "hi-Latn")}
@@ -47,7 +47,7 @@ def hypotheses(
     spellings took 1-39 % of the probability (docs/voice-measurements.md, "Punctuation").
     ``partial=False`` reads every text on its own (``benchmarks/phrases.py --compare``).
     """
-    same = _merge(cards, stage)
+    same = decision.merge(cards, stage)
     scores = dict(hearing.scores)
     best = _best(hearing, cards, stage, card_words) if partial else {}
     # A free transcript spelt exactly like a reading is that reading, counted once.
@@ -61,7 +61,7 @@ def hypotheses(
     ranks: dict[str, int] = {}
     for heard in hearing.hypotheses:
         rank = ranks[heard.language] = ranks.get(heard.language, -1) + 1
-        own = reading_of(heard.text, cards, stage, card_words)
+        own = read_transcript(heard.text, cards, stage, card_words)
         if rank:
             own = _respelt(heard.text, heard.language, best, own)
         meaning = _within(heard.text, heard.language, best, own) if rank else own
@@ -90,7 +90,7 @@ def _best(
     for heard in hearing.hypotheses:
         words = consent.words_of(heard.text)
         if heard.language not in best:
-            meaning = reading_of(heard.text, cards, stage, card_words)
+            meaning = read_transcript(heard.text, cards, stage, card_words)
             best[heard.language] = _Best(words, meaning, False)
         whole = best[heard.language].words
         if words in (whole, (*whole, QUESTION_MARK)):
@@ -123,14 +123,8 @@ def _within(text: str, language: str, best: Mapping[str, _Best], own: Decision) 
     return b.meaning if consent.part_of(consent.words_of(text), b.words) else own
 
 
-def reading_of(text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()) -> Decision:
+def read_transcript(
+    text: str, cards: int, stage: Stage, card_words: Sequence[str] = ()
+) -> Decision:
     """The grammar's decision for one transcript, card 1 and yes merged on a single card."""
-    return _merge(cards, stage)(consent.decide(text, cards, stage, card_words))
-
-
-def _merge(cards: int, stage: Stage) -> Callable[[Decision], Decision]:
-    return decision.one_card if cards == 1 and stage is Stage.CHOOSE else _same
-
-
-def _same(d: Decision) -> Decision:
-    return d
+    return decision.merge(cards, stage)(consent.read_words(text, cards, stage, card_words))

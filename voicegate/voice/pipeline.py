@@ -22,11 +22,12 @@ from typing import Protocol
 from voicegate.domain import Decision, Stage
 from voicegate.errors import AudioRefused, HearingUnavailable, Refused, Throttled
 from voicegate.reasons import Kind, Reason
-from voicegate.voice import consent, decision, enrolment, templates
+from voicegate.voice import calibration, consent, decision, enrolment, templates
 from voicegate.voice.answer_model import meanings
 from voicegate.voice.audio import Clip, decode
+from voicegate.voice.decision import Rule
 from voicegate.voice.enrolment import meaning_text
-from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, reading_of
+from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
 from voicegate.voice.leading import answer_part
 from voicegate.voice.taught import Taught
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
@@ -62,7 +63,7 @@ class VoiceResult:
     recogniser: str = ""
     model: str = ""
     language: str | None = None
-    rule: str = ""
+    rule: Rule | None = None
     probability: float = 0.0
     # The fused probability of the recogniser's winner, where the user's templates weighed in.
     fused: float | None = None
@@ -102,7 +103,7 @@ class VoicePipeline:
         *,
         languages: Sequence[str] = ("en",),
         clock: Callable[[], float] = time.perf_counter,
-        calibrated: decision.Calibration | None = None,
+        calibrated: calibration.Calibration | None = None,
         max_batch: int = 4,
         max_waiting: int = 16,
         workers: int = 1,
@@ -184,7 +185,7 @@ class VoicePipeline:
             self.languages,
             tuple(r.text for r in readings),
             tuple(SPOKEN.get(r.lang, "en") for r in readings),
-            question=decision.question(stage, cards),
+            question=calibration.question(stage, cards),
         )
         try:
             hearing = await self._hear(utterance)
@@ -195,24 +196,24 @@ class VoicePipeline:
             return self._refused(Reason.HEARING_UNAVAILABLE, timings, fingerprint_id)
         timings.update({k: round(v, 3) for k, v in hearing.timings_ms.items()})
         t3 = self._clock()
-        transcript = reading_of(hearing.text, cards, stage, card_words)
+        transcript = read_transcript(hearing.text, cards, stage, card_words)
         taught: Taught | None = None
         minutes: int | None = None
         if hearing.refusal is not None:
-            verdict = decision.refused_by_recogniser(hearing.refusal, transcript)
+            ruling = decision.refused_by_recogniser(hearing.refusal, transcript)
         elif (words := consent.grant_of(hearing.text, cards, stage, card_words)) is not None:
-            verdict, taught = await self._granted(
+            ruling, taught = await self._granted(
                 words, clip, utterance, user, cards, stage, card_words, timings
             )
-            minutes = words.minutes if verdict.decision.releases else None
+            minutes = words.minutes if ruling.decision.releases else None
         else:
             scored = hypotheses(readings, hearing, cards, stage, card_words)
-            verdict, taught = await self._verdict(
+            ruling, taught = await self._verdict(
                 scored, transcript, hearing, user, cards, stage, timings
             )
         timings.setdefault("grammar", _ms(self._clock() - t3))
         return VoiceResult(
-            decision=verdict.decision,
+            decision=ruling.decision,
             transcripts=(hearing.text,),
             readings=tuple(sorted(hearing.scores, key=lambda p: -p[1])),
             timings_ms=timings,
@@ -220,11 +221,11 @@ class VoicePipeline:
             recogniser=self.transcriber.recogniser,
             model=self.transcriber.model,
             language=hearing.language,
-            rule=verdict.rule,
-            probability=verdict.probability,
-            fused=verdict.fused,
+            rule=ruling.rule,
+            probability=ruling.probability,
+            fused=ruling.fused,
             taught=taught,
-            heard=verdict.heard,
+            heard=ruling.heard,
             grant_minutes=minutes,
         )
 
@@ -237,15 +238,15 @@ class VoicePipeline:
         cards: int,
         stage: Stage,
         timings: dict[str, float],
-    ) -> tuple[decision.Verdict, Taught | None]:
+    ) -> tuple[decision.Ruling, Taught | None]:
         """Rules 1-4 of ``voice/decision.py`` and the user's templates, for one hearing."""
         started = self._clock()
-        verdict = decision.decide(scored, transcript, stage, self.calibration, cards)
+        ruling = decision.weigh(scored, transcript, stage, self.calibration, cards)
         timings["grammar"] = _ms(self._clock() - started)
         taught = await self._taught(user, hearing, timings)
-        verdict = decision.fuse(verdict, scored, transcript, taught, stage, self.calibration, cards)
+        ruling = decision.fuse(ruling, scored, transcript, taught, stage, self.calibration, cards)
         said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
-        return decision.agree(verdict, said, stage, self.calibration, cards), taught
+        return decision.agree(ruling, said, stage, self.calibration, cards), taught
 
     async def _granted(
         self,
@@ -257,7 +258,7 @@ class VoicePipeline:
         stage: Stage,
         card_words: Sequence[str],
         timings: dict[str, float],
-    ) -> tuple[decision.Verdict, Taught | None]:
+    ) -> tuple[decision.Ruling, Taught | None]:
         """A yes followed by a grant's length ("yes, for ten minutes"): the answer part of the
         clip (``leading.answer_part``) heard again and decided by every rule a plain answer
         passes, the answer model's agreement included; it releases only where that is the
@@ -265,7 +266,7 @@ class VoicePipeline:
         two hearings disagreeing, not an answer. The length itself releases nothing."""
         part = answer_part(clip.samples)
         if part is None:
-            return decision.Verdict(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, "grant"), None
+            return decision.Ruling(consent.refuse(Reason.GRANT_NO_PAUSE), 0.0, Rule.GRANT), None
         started = self._clock()
         try:
             heard = await self._hear(dataclasses.replace(whole, samples=part))
@@ -273,18 +274,20 @@ class VoicePipeline:
             # As for the whole clip: refused, never guessed from the whole clip's hearing alone.
             logger.warning("voice answer refused: %s", exc)
             refusal = consent.refuse(Reason.HEARING_UNAVAILABLE)
-            return decision.Verdict(refusal, 0.0, "grant"), None
+            return decision.Ruling(refusal, 0.0, Rule.GRANT), None
         timings["answer_part"] = _ms(self._clock() - started)
-        said = reading_of(heard.text, cards, stage, card_words)
+        said = read_transcript(heard.text, cards, stage, card_words)
         if heard.refusal is not None:
             return decision.refused_by_recogniser(heard.refusal, said), None
         readings = consent.readings(cards, stage, self.lexicons)
         scored = hypotheses(readings, heard, cards, stage, card_words)
-        verdict, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
-        answered = verdict.decision.kind is not Kind.REFUSE
-        if answered and verdict.decision != _merge(words.decision, cards, stage):
-            return decision.Verdict(decision.UNCLEAR, verdict.probability, "grant_disagree"), taught
-        return verdict, taught
+        ruling, taught = await self._verdict(scored, said, heard, user, cards, stage, timings)
+        answered = ruling.decision.kind is not Kind.REFUSE
+        if answered and ruling.decision != decision.merge(cards, stage)(words.decision):
+            return decision.Ruling(
+                decision.UNCLEAR, ruling.probability, Rule.GRANT_DISAGREE
+            ), taught
+        return ruling, taught
 
     async def take(self, clip: Clip) -> Take:
         """One enrolment take as the recogniser meets it: its features (``Transcriber.frames``,
@@ -300,7 +303,7 @@ class VoicePipeline:
         try:
             if getattr(self.transcriber, "scripted", False):
                 return Take(await asyncio.to_thread(self.transcriber.frames, clip.samples))
-            asked = decision.question(Stage.CHOOSE, enrolment.MAX_CARD)
+            asked = calibration.question(Stage.CHOOSE, enrolment.MAX_CARD)
             try:
                 hearing = await self._hear(Utterance(clip.samples, self.languages, question=asked))
             except HearingUnavailable as exc:
@@ -382,11 +385,6 @@ class VoicePipeline:
             self._running -= 1
 
 
-def _merge(meant: Decision, cards: int, stage: Stage) -> Decision:
-    """Card 1 and yes are one decision on a single card (``decision.one_card``)."""
-    return decision.one_card(meant) if cards == 1 and stage is Stage.CHOOSE else meant
-
-
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
@@ -416,7 +414,7 @@ def as_json(result: VoiceResult) -> dict[str, object]:
         "language": result.language,
         "model": result.model,
         "recogniser": result.recogniser,
-        "rule": result.rule,
+        "rule": result.rule or "",
         "probability": round(result.probability, 4),
         "fused_probability": None if result.fused is None else round(result.fused, 4),
         "answer_model_probability": None if result.heard is None else round(result.heard, 4),

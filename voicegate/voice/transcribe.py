@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from voicegate.reasons import Reason
 from voicegate.voice import templates
-from voicegate.voice.decision import Calibration
+from voicegate.voice.calibration import Calibration
 
 Samples = npt.NDArray[np.float32]
 
