@@ -14,7 +14,7 @@ from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
 from voicegate.domain import DeviceKind, PendingSet, Risk
-from voicegate.gate.checks import CHECK_NAMES
+from voicegate.gate.checks import CheckName
 from voicegate.gate.core import ActionRequest
 from voicegate.reasons import SECOND_YES, Reason
 from voicegate.services import Services
@@ -95,9 +95,9 @@ async def test_tap_choose_second_runs_the_second_action_once(
     names = [c.name for c in receipt.checks]
     # A tap at no passkey step, asking for no grant: every check but the passkey's, the
     # outside approvals' and the grants'.
-    outside: tuple[str, ...] = ("approval_consumed_once", "passkey_verified")
-    outside += ("grant_allowed", "grant_fits", "grant_spent_once")
-    assert names == [n for n in CHECK_NAMES if n not in outside]
+    outside = {CheckName.APPROVAL_CONSUMED_ONCE, CheckName.PASSKEY_VERIFIED}
+    outside |= {CheckName.GRANT_ALLOWED, CheckName.GRANT_FITS, CheckName.GRANT_SPENT_ONCE}
+    assert names == [n.value for n in CheckName if n not in outside]
     assert len(names) == 10 and all(c.passed for c in receipt.checks)
 
 

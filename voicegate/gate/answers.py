@@ -20,7 +20,13 @@ import secrets
 from voicegate.domain import Evidence, FirstYes, PendingSet, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate import grants
-from voicegate.gate.checks import EVIDENCE_MAX_AGE, Checklist, check_answer, check_set
+from voicegate.gate.checks import (
+    EVIDENCE_MAX_AGE,
+    Checklist,
+    CheckName,
+    check_answer,
+    check_set,
+)
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import extend
 from voicegate.gate.release import KEY_HOLD, release, spend_key
@@ -64,9 +70,9 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         if not await w.store.passkeys.use(
             verdict.passkey.id, verdict.passkey.sign_count, at=w.clock()
         ):
-            checks.fail("passkey_verified", Reason.PASSKEY_COUNTER)
+            checks.fail(CheckName.PASSKEY_VERIFIED, Reason.PASSKEY_COUNTER)
             return refused(evidence, pending, Reason.PASSKEY_COUNTER, checks.done())
-        checks.ok("passkey_verified")
+        checks.ok(CheckName.PASSKEY_VERIFIED)
     decision = evidence.decision
     if decision.kind is Kind.CANCEL:
         return await _close(w, evidence, pending, checks, Status.CANCELLED)
@@ -82,15 +88,15 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         # user never gets a write they approved only together with a repeat they cannot have.
         why = grants.refusal(w, pending, evidence.grant)
         if why is not None:
-            checks.fail("grant_allowed", why)
+            checks.fail(CheckName.GRANT_ALLOWED, why)
             return refused(evidence, pending, why, checks.done())
-        checks.ok("grant_allowed")
+        checks.ok(CheckName.GRANT_ALLOWED)
     if not await w.store.ledger.consume(
         "evidence:" + evidence.id, expires_at=evidence.created_at + 2 * EVIDENCE_MAX_AGE
     ):
-        checks.fail("evidence_consumed_once", Reason.EVIDENCE_REUSED)
+        checks.fail(CheckName.EVIDENCE_CONSUMED_ONCE, Reason.EVIDENCE_REUSED)
         return refused(evidence, pending, Reason.EVIDENCE_REUSED, checks.done())
-    checks.ok("evidence_consumed_once")
+    checks.ok(CheckName.EVIDENCE_CONSUMED_ONCE)
     # One set has one risk, and the operator's policy is read now: a set proposed at low risk
     # whose tool has since been made high-risk asks for the second yes all the same.
     high = pending.risk is Risk.HIGH or any(w.risk_of(a.tool) is Risk.HIGH for a in pending.actions)
@@ -139,9 +145,9 @@ async def _advance(
 ) -> Outcome:
     """A high-risk yes: spend this nonce and ask for the next step under a new one."""
     if not await w.store.ledger.consume(spend_key(pending), expires_at=pending.deadline + KEY_HOLD):
-        checks.fail("nonce_consumed_once", Reason.ALREADY_USED)
+        checks.fail(CheckName.NONCE_CONSUMED_ONCE, Reason.ALREADY_USED)
         return refused(evidence, pending, Reason.ALREADY_USED, checks.done())
-    checks.ok("nonce_consumed_once")
+    checks.ok(CheckName.NONCE_CONSUMED_ONCE)
     now = w.clock()
     yes = FirstYes(
         evidence_id=evidence.id,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from voicegate.domain import Check, GrantUse, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.backlog import Job
+from voicegate.gate.checks import CheckName
 from voicegate.gate.drafts import draft
 from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.gate.release import (
@@ -86,7 +87,7 @@ async def run_confirmed(
     if not spent:
         await swap_eventually(w, claim, status=Status.FAILED, error=APPROVAL_SPENT)
         raise Refused(Reason.ALREADY_USED)
-    recorded = (*checks, Check("approval_consumed_once", True))
+    recorded = (*checks, Check(CheckName.APPROVAL_CONSUMED_ONCE.value, True))
     outcome, result, error, executed_at = await call(w, action)
     unsealed = draft(
         claim,

@@ -36,6 +36,7 @@ from voicegate.domain import (
 )
 from voicegate.faults import GRANT_SPENT
 from voicegate.gate.approvals import run_confirmed
+from voicegate.gate.checks import CheckName
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.proposals import ActionRequest
 from voicegate.gate.wiring import Wiring
@@ -205,7 +206,10 @@ async def use(
             # Unique per use: the atomic spend hands each call its own count.
             spend_key=f"grant:{spent.id}:{spent.uses_left}",
             spend_until=spent.expires_at,
-            checks=(Check("grant_fits", True), Check("grant_spent_once", True)),
+            checks=(
+                Check(CheckName.GRANT_FITS.value, True),
+                Check(CheckName.GRANT_SPENT_ONCE.value, True),
+            ),
             proposed_at=now,
             grant=GrantUse(
                 grant_id=spent.id,

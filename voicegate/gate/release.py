@@ -27,7 +27,7 @@ from voicegate.domain import (
 )
 from voicegate.errors import StoreUnavailable
 from voicegate.gate.backlog import Job
-from voicegate.gate.checks import Checklist
+from voicegate.gate.checks import Checklist, CheckName
 from voicegate.gate.drafts import draft, recordable, recorded, unrecorded
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import SWAP_ATTEMPTS
@@ -73,7 +73,7 @@ async def release(
     now = w.clock()
     claimed = pending.replace(status=Status.EXECUTING, chosen=chosen, decided_at=now)
     if not await w.store.pending.swap(pending, claimed):
-        checks.fail("nonce_consumed_once", Reason.NOT_OPEN)
+        checks.fail(CheckName.NONCE_CONSUMED_ONCE, Reason.NOT_OPEN)
         return refused(evidence, pending, Reason.NOT_OPEN, checks.done())
     w.on_step("after_claim")
     try:
@@ -87,9 +87,9 @@ async def release(
     if not spent:
         # Another replica spent this nonce under a set restored from an older copy: stop.
         await swap_eventually(w, claimed, status=Status.UNKNOWN, error=APPROVAL_SPENT)
-        checks.fail("nonce_consumed_once", Reason.ALREADY_USED)
+        checks.fail(CheckName.NONCE_CONSUMED_ONCE, Reason.ALREADY_USED)
         return refused(evidence, pending, Reason.ALREADY_USED, checks.done())
-    checks.ok("nonce_consumed_once")
+    checks.ok(CheckName.NONCE_CONSUMED_ONCE)
     w.on_step("after_nonce")
     outcome, result, error, executed_at = await call(w, pending.actions[chosen - 1])
     w.on_step("after_call")
