@@ -59,8 +59,8 @@ __all__ = [
 class Gate:
     """Pending card sets, the confirm checks, single-use release and receipts.
 
-    ``on_step`` hears each step of a release as it is passed (``faults.POINTS``); the default,
-    ``faults.reach``, does nothing unless a crash test set ``VOICEGATE_FAULT_POINT``.
+    ``on_step`` hears each step of a release as it is passed (``faults.POINTS``); by default,
+    ``faults.ignore``, it does nothing (the crash tests pass one that kills the process).
     ``on_news`` hears ``("proposed", set)`` once a set is stored and ``("released", set)`` once
     an answer released its write (notifications, ``voicegate.notify``); it must return at once
     and never raise, since the gate does not wait for it.
@@ -83,7 +83,7 @@ class Gate:
         max_extensions: int = 10,
         retry_delays: Sequence[float] = RETRY_DELAYS,
         limits: quota.ProposalLimits | None = quota.DEFAULT,
-        on_step: Callable[[str], None] = faults.reach,
+        on_step: Callable[[str], None] = faults.ignore,
         on_news: Callable[[str, PendingSet], None] | None = None,
         upstream: str = "",
         grant_rules: GrantRules | None = None,
