@@ -30,7 +30,7 @@ from voicegate.gate.checks import (
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import extend
 from voicegate.gate.release import KEY_HOLD, release, spend_key
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Answering
 from voicegate.passkey import passkey_id
 from voicegate.reasons import Kind, Reason
 
@@ -39,7 +39,7 @@ __all__ = ["answer"]
 logger = logging.getLogger(__name__)
 
 
-async def answer(w: Wiring, evidence: Evidence) -> Outcome:
+async def answer(w: Answering, evidence: Evidence) -> Outcome:
     """Run every named check on ``evidence`` and act on it: choose, confirm, cancel, wait."""
     pending = await w.store.pending.get(evidence.pending_id)
     addressed = check_set(evidence, pending)
@@ -128,7 +128,7 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
 _ORDER = (Stage.CHOOSE, Stage.FINAL, Stage.PASSKEY)
 
 
-def _next_stage(w: Wiring, pending: PendingSet, chosen: int) -> Stage | None:
+def _next_stage(w: Answering, pending: PendingSet, chosen: int) -> Stage | None:
     """The stage a high-risk set moves to after a yes at its current one, or None to release."""
     step = w.step_of(pending.actions[chosen - 1].tool)
     later = _ORDER[_ORDER.index(pending.stage) + 1 :]
@@ -136,7 +136,7 @@ def _next_stage(w: Wiring, pending: PendingSet, chosen: int) -> Stage | None:
 
 
 async def _advance(
-    w: Wiring,
+    w: Answering,
     evidence: Evidence,
     pending: PendingSet,
     chosen: int,
@@ -168,8 +168,8 @@ async def _advance(
         stage=stage,
         nonce=secrets.token_urlsafe(24),
         chosen=chosen,
-        ttl=w.final_ttl,
-        deadline=now + w.final_ttl,
+        ttl=w.timing.final_ttl,
+        deadline=now + w.timing.final_ttl,
         extensions=0,
         **kept,
     )
@@ -179,7 +179,7 @@ async def _advance(
 
 
 async def _close(
-    w: Wiring, evidence: Evidence, pending: PendingSet, checks: Checklist, status: Status
+    w: Answering, evidence: Evidence, pending: PendingSet, checks: Checklist, status: Status
 ) -> Outcome:
     """The user said no on the device: the set closes without a release."""
     closed = pending.replace(status=status, decided_at=w.clock())

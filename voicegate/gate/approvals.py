@@ -26,14 +26,14 @@ from voicegate.gate.release import (
     write_outcome,
 )
 from voicegate.gate.settlement import settle
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Approving
 from voicegate.reasons import Reason
 
 __all__ = ["run_confirmed", "run_delegated"]
 
 
 async def run_confirmed(
-    w: Wiring,
+    w: Approving,
     user: str,
     request: ActionRequest,
     *,
@@ -108,6 +108,6 @@ async def run_confirmed(
     return receipt
 
 
-async def run_delegated(w: Wiring, user: str, request: ActionRequest) -> Receipt:
+async def run_delegated(w: Approving, user: str, request: ActionRequest) -> Receipt:
     """Run at once, trusting the client's own dialog; the receipt says so."""
     return await run_confirmed(w, user, request, mode="delegate", spend_key=None, spend_until=0.0)
