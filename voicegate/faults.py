@@ -1,19 +1,15 @@
-"""Crash testing only: end the process with SIGKILL at a named step of a release, of a granted
-call or of a hearing.
+"""The named steps of a release, of a granted call and of a hearing, as their hooks hear them.
 
-Off unless the environment variable ``VOICEGATE_FAULT_POINT`` names one of ``POINTS``; an
-operator never sets it. The crash tests start a real ``voicegate serve`` with it set, confirm a
-write, and check what a restart makes of the half-done release. SIGKILL, not an exception, so
-that no ``finally`` block or shutdown hook gets to tidy up: the process simply stops, as it
-would on a power cut or an out-of-memory kill.
+The gate tells its ``on_step`` hook each step of a release as it passes it, and when a granted
+call's use is spent (``Gate(on_step=...)``); a recogniser worker tells its own when it has heard
+an utterance (``hearing.worker.work(on_step=...)``). Both hooks are ``ignore`` unless a caller
+passes another: nothing in the package stops a process at a step. The crash tests' own entry
+point, ``tests/reliability/crashing.py``, arms them to SIGKILL the process at one of these steps
+and checks what a restart makes of what was left half done.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-
-FAULT_ENV = "VOICEGATE_FAULT_POINT"
 # In release order: set claimed, nonce spent, upstream answered, receipt written, result recorded.
 POINTS = ("after_claim", "after_nonce", "after_call", "after_receipt", "after_record")
 # A granted call whose use the store has spent, before its write is claimed and run.
@@ -21,10 +17,8 @@ GRANT_SPENT = "after_grant_spend"
 # A recogniser worker that has heard an utterance and not yet sent the hearing back.
 WHILE_HEARING = "while_hearing"
 
-__all__ = ["FAULT_ENV", "GRANT_SPENT", "POINTS", "WHILE_HEARING", "reach"]
+__all__ = ["GRANT_SPENT", "POINTS", "WHILE_HEARING", "ignore"]
 
 
-def reach(point: str) -> None:
-    """Kill this process now when ``VOICEGATE_FAULT_POINT`` names ``point``; else do nothing."""
-    if os.environ.get(FAULT_ENV) == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+def ignore(point: str) -> None:
+    """The step hook by default: ``point`` was passed, and nothing more happens."""

@@ -14,7 +14,7 @@ from voicegate.clock import ManualClock
 from voicegate.device import signing
 from voicegate.device.routes import device_router
 from voicegate.domain import DeviceKind, PendingSet, Risk
-from voicegate.gate.checks import CHECK_NAMES
+from voicegate.gate.checks import CheckName
 from voicegate.gate.core import ActionRequest
 from voicegate.reasons import SECOND_YES, Reason
 from voicegate.services import Services
@@ -55,8 +55,8 @@ async def test_pending_lists_exact_card_text_stage_deadline_and_nonce(
     assert shown["id"] == proposed.id and shown["nonce"] == proposed.nonce
     assert [c["text"] for c in shown["cards"]] == [a.card_text for a in proposed.actions]
     assert shown["stage"] == "choose" and shown["deadline"] == proposed.deadline
-    assert shown["seconds_left"] == services.gate.choose_ttl
-    assert shown["extensions_left"] == services.gate.max_extensions
+    assert shown["seconds_left"] == services.gate.timing.choose_ttl
+    assert shown["extensions_left"] == services.gate.timing.max_extensions
 
 
 async def test_a_choice_question_reaches_the_device_escaped_and_flagged_like_a_card(
@@ -95,9 +95,9 @@ async def test_tap_choose_second_runs_the_second_action_once(
     names = [c.name for c in receipt.checks]
     # A tap at no passkey step, asking for no grant: every check but the passkey's, the
     # outside approvals' and the grants'.
-    outside: tuple[str, ...] = ("approval_consumed_once", "passkey_verified")
-    outside += ("grant_allowed", "grant_fits", "grant_spent_once")
-    assert names == [n for n in CHECK_NAMES if n not in outside]
+    outside = {CheckName.APPROVAL_CONSUMED_ONCE, CheckName.PASSKEY_VERIFIED}
+    outside |= {CheckName.GRANT_ALLOWED, CheckName.GRANT_FITS, CheckName.GRANT_SPENT_ONCE}
+    assert names == [n.value for n in CheckName if n not in outside]
     assert len(names) == 10 and all(c.passed for c in receipt.checks)
 
 
@@ -161,7 +161,7 @@ async def test_more_time_adds_the_stage_ttl_to_the_deadline(
     extended = response.json()
     assert extended["deadline"] == proposed.deadline + proposed.ttl
     assert extended["seconds_left"] == extended["deadline"] - clock()
-    assert extended["extensions_left"] == services.gate.max_extensions - 1
+    assert extended["extensions_left"] == services.gate.timing.max_extensions - 1
     again = (await device.post_json("/device/more-time", {"pending_id": proposed.id})).json()
     assert again["deadline"] == proposed.deadline + 2 * proposed.ttl
 
@@ -170,7 +170,7 @@ async def test_more_time_runs_out_after_the_limit(
     device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
-    for _ in range(services.gate.max_extensions):
+    for _ in range(services.gate.timing.max_extensions):
         assert (await device.post_json("/device/more-time", {"pending_id": proposed.id})).is_success
     refused = await device.post_json("/device/more-time", {"pending_id": proposed.id})
     assert refused.status_code == 409 and refused.json()["reason"] == Reason.EXTENSION_LIMIT

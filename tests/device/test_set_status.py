@@ -27,7 +27,7 @@ async def test_a_set_whose_time_ran_out_says_so(
     device: SigningDevice, services: Services, clock: ManualClock
 ) -> None:
     proposed = await propose(services)
-    clock.advance(services.gate.choose_ttl + 1)
+    clock.advance(services.gate.timing.choose_ttl + 1)
     assert await pending_sets(device) == []
     response = await device.get(f"/device/sets/{proposed.id}")
     assert response.status_code == 200

@@ -18,7 +18,13 @@ from voicegate.domain import (
     Stage,
     Status,
 )
-from voicegate.gate.checks import EVIDENCE_MAX_AGE, Verdict, check_answer, check_set
+from voicegate.gate.checks import (
+    EVIDENCE_MAX_AGE,
+    CheckName,
+    Verdict,
+    check_answer,
+    check_set,
+)
 from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.reasons import Kind, Reason
 
@@ -78,6 +84,29 @@ def test_a_choice_that_passes_every_check_names_its_card_and_the_checks_in_order
         "registered_write",
     ]
     assert all(c.passed for c in verdict.checks)
+
+
+def test_check_names_keep_the_values_and_order_receipts_have_always_recorded() -> None:
+    assert [name.value for name in CheckName] == [
+        "for_this_set",
+        "paired_device_of_user",
+        "set_open",
+        "evidence_fresh",
+        "words_choose_one_card",
+        "action_unchanged",
+        "shown_in_full",
+        "registered_write",
+        "passkey_verified",
+        "evidence_consumed_once",
+        "nonce_consumed_once",
+        "approval_consumed_once",
+        "grant_allowed",
+        "grant_fits",
+        "grant_spent_once",
+    ]
+    # Recorded as plain strings: a check read back from the store equals the one written.
+    verdict = verdict_of(answer(Kind.CHOOSE, 2), waiting_set())
+    assert all(type(c.name) is str for c in verdict.checks)
 
 
 def test_a_closed_set_is_refused_before_any_device_is_needed() -> None:

@@ -14,7 +14,7 @@ from voicegate.clock import ManualClock
 from voicegate.domain import DeviceKind, Modality, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable, TokenRefused
 from voicegate.gate.backlog import Backlog, Job
-from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate
+from voicegate.gate.core import MAY_HAVE_RUN, NEVER_RAN, UNRECORDED, Gate, Timing
 from voicegate.mcp import token_mode
 from voicegate.reasons import Kind, Reason
 from voicegate.receipts import verify_chain
@@ -93,7 +93,7 @@ async def test_answer_after_the_deadline_is_refused(
     gate = make_gate(store, clock, upstream)
     device = await pair(store)
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
-    clock.advance(gate.choose_ttl + 1)
+    clock.advance(gate.timing.choose_ttl + 1)
     outcome = await gate.answer(evidence(pending, device, clock, Kind.CONFIRM))
     assert outcome.reason is Reason.SET_EXPIRED and not upstream.calls
     assert (await gate.status(pending.id)).status is Status.EXPIRED
@@ -264,9 +264,11 @@ async def test_more_time_adds_the_stage_ttl_to_the_deadline(
     pending = await gate.propose("u1", actions(1), risk=Risk.LOW)
     clock.advance(100)
     waited = await gate.answer(evidence(pending, device, clock, Kind.MORE_TIME))
-    assert waited.pending.deadline == pending.deadline + gate.choose_ttl and not waited.released
+    assert (
+        waited.pending.deadline == pending.deadline + gate.timing.choose_ttl and not waited.released
+    )
     again = await gate.extend(pending.id, user="u1")
-    assert again.deadline == pending.deadline + 2 * gate.choose_ttl and again.extensions == 2
+    assert again.deadline == pending.deadline + 2 * gate.timing.choose_ttl and again.extensions == 2
     assert not upstream.calls
 
 
@@ -278,7 +280,7 @@ async def test_more_time_asked_at_once_still_adds_a_whole_ttl(
     clock.advance(4)
     extended = await gate.extend(pending.id, user="u1")
     # A reset to now + TTL would have gained 4 s here and still spent an extension.
-    assert extended.deadline - pending.deadline == gate.choose_ttl
+    assert extended.deadline - pending.deadline == gate.timing.choose_ttl
 
 
 async def test_more_time_on_the_final_stage_adds_the_final_ttl(
@@ -289,7 +291,7 @@ async def test_more_time_on_the_final_stage_adds_the_final_ttl(
     pending = await gate.propose("u1", actions(2), risk=Risk.HIGH)
     final = (await gate.answer(evidence(pending, device, clock, Kind.CHOOSE, 2))).pending
     extended = await gate.extend(pending.id, user="u1")
-    assert extended.deadline == final.deadline + gate.final_ttl
+    assert extended.deadline == final.deadline + gate.timing.final_ttl
 
 
 async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(
@@ -301,10 +303,15 @@ async def test_ten_extensions_are_allowed_and_the_eleventh_is_refused(
     for _ in range(10):
         clock.advance(60)
         deadlines.append((await gate.extend(pending.id, user="u1")).deadline)
-    assert [b - a for a, b in itertools.pairwise(deadlines)] == [gate.choose_ttl] * 10
+    assert [b - a for a, b in itertools.pairwise(deadlines)] == [gate.timing.choose_ttl] * 10
     with pytest.raises(Refused) as refused:
         await gate.extend(pending.id, user="u1")
     assert refused.value.reason is Reason.EXTENSION_LIMIT
+
+
+def test_a_gate_timing_with_fewer_than_ten_extensions_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Timing(max_extensions=9)
 
 
 async def test_failed_upstream_call_leaves_a_failed_receipt_and_never_reruns(

@@ -96,7 +96,7 @@ async def test_sets_past_their_deadline_do_not_count_as_open(store: Store) -> No
     gate = gate_over(store, clock, ProposalLimits(open_per_user=2, per_agent=100))
     for i in range(2):
         await gate.propose("ann", note(str(i)), risk=Risk.LOW)
-    clock.now += gate.choose_ttl + 1
+    clock.now += gate.timing.choose_ttl + 1
     assert (await gate.propose("ann", note("new"), risk=Risk.LOW)).user == "ann"
 
 

@@ -34,7 +34,6 @@ from tests.reliability.counter import EXECUTIONS_ENV, KILL_ENV
 from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind
-from voicegate.faults import FAULT_ENV
 from voicegate.mcp.http_client import mcp_http_client
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store
@@ -118,10 +117,12 @@ def start(
     upstream_env = {EXECUTIONS_ENV: str(executions), "PYTHONPATH": str(ROOT)}
     if kill_gate is not None:
         upstream_env[KILL_ENV] = kill_gate
+    # A gate armed to die at ``fault`` runs the command line through the crash tests' entry.
+    entry = ["tests.reliability.crashing", fault] if fault is not None else ["voicegate.cli"]
     argv = [
         sys.executable,
         "-m",
-        "voicegate.cli",
+        *entry,
         "serve",
         "--upstream-cmd",
         f"{sys.executable} -m tests.reliability.counter",
@@ -144,7 +145,7 @@ def start(
         ),
         *flags,
     ]
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env = dict(os.environ)
     env.update(
         VOICEGATE_SECRET_KEYS=keys,
         VOICEGATE_TOKEN=TOKEN,
@@ -153,8 +154,6 @@ def start(
         VOICEGATE_RELEASE_LEASE="0",
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )
-    if fault is not None:
-        env[FAULT_ENV] = fault
     log = tmp_path / f"{name}-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

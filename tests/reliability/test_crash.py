@@ -1,8 +1,9 @@
 """SIGKILL of a real gate process at every step of a confirm, then a restart on the same store.
 
-Each step starts ``voicegate serve`` with the fault hook armed (``VOICEGATE_FAULT_POINT``) or with
-an upstream that kills the gate from inside the call, confirms one write with a signed tap, and
-watches the process die of SIGKILL. The next process starts on the same database (armed for the
+Each step starts ``voicegate serve`` with its step hook armed to SIGKILL it at one step (through
+the crash tests' entry, ``tests/reliability/crashing.py``) or with an upstream that kills the
+gate from inside the call, confirms one write with a signed tap, and watches the process die
+of SIGKILL. The next process starts on the same database (armed for the
 next point, so one series of restarts covers every point with one process start each) and first
 checks the set the last one left behind: the write ran at most once, a second confirm runs
 nothing, the set has exactly one receipt, and ``pending_status`` and the receipts tell the same,

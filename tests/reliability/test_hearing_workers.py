@@ -26,7 +26,7 @@ from tests.hearing.conftest import nats_url
 from tests.reliability.cluster import ROOT, Phone, Served, running, start
 from tests.reliability.counter import executions as executed
 from voicegate.domain import DeviceKind
-from voicegate.faults import FAULT_ENV, WHILE_HEARING
+from voicegate.faults import WHILE_HEARING
 from voicegate.reasons import Reason
 
 __all__ = ["nats_url"]
@@ -84,15 +84,15 @@ class Worker:
 
 
 def start_worker(tmp_path: Path, name: str, url: str, *, fault: str | None = None) -> Worker:
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
-    if fault is not None:
-        env[FAULT_ENV] = fault
+    # A worker armed to die at ``fault`` runs the command line through the crash tests' entry.
+    entry = ["tests.reliability.crashing", fault] if fault is not None else ["voicegate.cli"]
     log = tmp_path / f"{name}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "voicegate.cli", "worker", "--nats", url],
+            [sys.executable, "-m", *entry, "worker", "--nats", url],
             cwd=ROOT,
             env=env,
             stdout=out,

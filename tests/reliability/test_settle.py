@@ -1,18 +1,21 @@
-"""In-process checks of what the crash tests rely on: settling, the fault hook, shared settings."""
+"""In-process checks of what the crash tests rely on: settling, the step hook, shared settings."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import pytest
 
 from tests.gate.helpers import Upstream, actions, evidence, make_gate, pair
+from tests.reliability import crashing
 from voicegate import faults
 from voicegate.cli import build_parser
 from voicegate.clock import ManualClock
 from voicegate.domain import PendingSet, Receipt, Risk, Status
 from voicegate.errors import ConfigError
-from voicegate.gate.core import MAY_HAVE_RUN
+from voicegate.gate.core import MAY_HAVE_RUN, Gate
+from voicegate.hearing.worker import work
 from voicegate.limits import RateLimits
 from voicegate.reasons import Kind
 from voicegate.receipts import verify_chain
@@ -78,14 +81,15 @@ async def test_a_release_stopped_before_its_receipt_settles_as_may_have_run() ->
     assert settled.receipt_id == receipt.id
 
 
-def test_the_fault_hook_does_nothing_unless_its_point_is_named(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
-    for point in (*faults.POINTS, faults.GRANT_SPENT):
-        faults.reach(point)
-    monkeypatch.setenv(faults.FAULT_ENV, "after_call")
-    faults.reach("after_claim")  # another point: still alive
+def test_the_package_stops_at_no_step_unless_the_crash_tests_arm_it() -> None:
+    assert inspect.signature(Gate).parameters["on_step"].default is faults.ignore
+    assert inspect.signature(work).parameters["on_step"].default is faults.ignore
+    hook = crashing.kill_at("after_call")
+    for point in crashing.STEPS:
+        if point != "after_call":
+            hook(point)  # another step: still alive
+    with pytest.raises(ValueError):
+        crashing.kill_at("after_everything")
 
 
 def test_rate_limits_take_overrides_and_keep_the_other_defaults() -> None:

@@ -130,7 +130,7 @@ def device_router(services: Services) -> APIRouter:
                 PendingOut.of(
                     p,
                     now=now,
-                    max_extensions=gate.max_extensions,
+                    max_extensions=gate.timing.max_extensions,
                     passkey=ask,
                     grant=_grant_offer(services, p),
                 )
@@ -264,7 +264,7 @@ def device_router(services: Services) -> APIRouter:
         """More time to decide (WCAG 2.2.1): the stage's TTL is added to the deadline."""
         await not_anothers(services, device, body.pending_id)
         extended = await gate.extend(body.pending_id, user=device.user)
-        return PendingOut.of(extended, now=clock(), max_extensions=gate.max_extensions)
+        return PendingOut.of(extended, now=clock(), max_extensions=gate.timing.max_extensions)
 
     @router.get("/receipts", response_model=list[ReceiptOut], openapi_extra=SIGNED)
     async def receipts(device: Device = signed) -> list[ReceiptOut]:

@@ -20,11 +20,17 @@ import secrets
 from voicegate.domain import Evidence, FirstYes, PendingSet, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate import grants
-from voicegate.gate.checks import EVIDENCE_MAX_AGE, Checklist, check_answer, check_set
+from voicegate.gate.checks import (
+    EVIDENCE_MAX_AGE,
+    Checklist,
+    CheckName,
+    check_answer,
+    check_set,
+)
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import extend
 from voicegate.gate.release import KEY_HOLD, release, spend_key
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Answering
 from voicegate.passkey import passkey_id
 from voicegate.reasons import Kind, Reason
 
@@ -33,7 +39,7 @@ __all__ = ["answer"]
 logger = logging.getLogger(__name__)
 
 
-async def answer(w: Wiring, evidence: Evidence) -> Outcome:
+async def answer(w: Answering, evidence: Evidence) -> Outcome:
     """Run every named check on ``evidence`` and act on it: choose, confirm, cancel, wait."""
     pending = await w.store.pending.get(evidence.pending_id)
     addressed = check_set(evidence, pending)
@@ -64,9 +70,9 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         if not await w.store.passkeys.use(
             verdict.passkey.id, verdict.passkey.sign_count, at=w.clock()
         ):
-            checks.fail("passkey_verified", Reason.PASSKEY_COUNTER)
+            checks.fail(CheckName.PASSKEY_VERIFIED, Reason.PASSKEY_COUNTER)
             return refused(evidence, pending, Reason.PASSKEY_COUNTER, checks.done())
-        checks.ok("passkey_verified")
+        checks.ok(CheckName.PASSKEY_VERIFIED)
     decision = evidence.decision
     if decision.kind is Kind.CANCEL:
         return await _close(w, evidence, pending, checks, Status.CANCELLED)
@@ -82,15 +88,15 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
         # user never gets a write they approved only together with a repeat they cannot have.
         why = grants.refusal(w, pending, evidence.grant)
         if why is not None:
-            checks.fail("grant_allowed", why)
+            checks.fail(CheckName.GRANT_ALLOWED, why)
             return refused(evidence, pending, why, checks.done())
-        checks.ok("grant_allowed")
+        checks.ok(CheckName.GRANT_ALLOWED)
     if not await w.store.ledger.consume(
         "evidence:" + evidence.id, expires_at=evidence.created_at + 2 * EVIDENCE_MAX_AGE
     ):
-        checks.fail("evidence_consumed_once", Reason.EVIDENCE_REUSED)
+        checks.fail(CheckName.EVIDENCE_CONSUMED_ONCE, Reason.EVIDENCE_REUSED)
         return refused(evidence, pending, Reason.EVIDENCE_REUSED, checks.done())
-    checks.ok("evidence_consumed_once")
+    checks.ok(CheckName.EVIDENCE_CONSUMED_ONCE)
     # One set has one risk, and the operator's policy is read now: a set proposed at low risk
     # whose tool has since been made high-risk asks for the second yes all the same.
     high = pending.risk is Risk.HIGH or any(w.risk_of(a.tool) is Risk.HIGH for a in pending.actions)
@@ -122,7 +128,7 @@ async def answer(w: Wiring, evidence: Evidence) -> Outcome:
 _ORDER = (Stage.CHOOSE, Stage.FINAL, Stage.PASSKEY)
 
 
-def _next_stage(w: Wiring, pending: PendingSet, chosen: int) -> Stage | None:
+def _next_stage(w: Answering, pending: PendingSet, chosen: int) -> Stage | None:
     """The stage a high-risk set moves to after a yes at its current one, or None to release."""
     step = w.step_of(pending.actions[chosen - 1].tool)
     later = _ORDER[_ORDER.index(pending.stage) + 1 :]
@@ -130,7 +136,7 @@ def _next_stage(w: Wiring, pending: PendingSet, chosen: int) -> Stage | None:
 
 
 async def _advance(
-    w: Wiring,
+    w: Answering,
     evidence: Evidence,
     pending: PendingSet,
     chosen: int,
@@ -139,9 +145,9 @@ async def _advance(
 ) -> Outcome:
     """A high-risk yes: spend this nonce and ask for the next step under a new one."""
     if not await w.store.ledger.consume(spend_key(pending), expires_at=pending.deadline + KEY_HOLD):
-        checks.fail("nonce_consumed_once", Reason.ALREADY_USED)
+        checks.fail(CheckName.NONCE_CONSUMED_ONCE, Reason.ALREADY_USED)
         return refused(evidence, pending, Reason.ALREADY_USED, checks.done())
-    checks.ok("nonce_consumed_once")
+    checks.ok(CheckName.NONCE_CONSUMED_ONCE)
     now = w.clock()
     yes = FirstYes(
         evidence_id=evidence.id,
@@ -162,8 +168,8 @@ async def _advance(
         stage=stage,
         nonce=secrets.token_urlsafe(24),
         chosen=chosen,
-        ttl=w.final_ttl,
-        deadline=now + w.final_ttl,
+        ttl=w.timing.final_ttl,
+        deadline=now + w.timing.final_ttl,
         extensions=0,
         **kept,
     )
@@ -173,7 +179,7 @@ async def _advance(
 
 
 async def _close(
-    w: Wiring, evidence: Evidence, pending: PendingSet, checks: Checklist, status: Status
+    w: Answering, evidence: Evidence, pending: PendingSet, checks: Checklist, status: Status
 ) -> Outcome:
     """The user said no on the device: the set closes without a release."""
     closed = pending.replace(status=status, decided_at=w.clock())

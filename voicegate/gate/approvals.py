@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from voicegate.domain import Check, GrantUse, PendingSet, Receipt, Risk, Stage, Status
 from voicegate.errors import Refused, StoreUnavailable
 from voicegate.gate.backlog import Job
+from voicegate.gate.checks import CheckName
 from voicegate.gate.drafts import draft
 from voicegate.gate.proposals import ActionRequest, action_of
 from voicegate.gate.release import (
@@ -25,14 +26,14 @@ from voicegate.gate.release import (
     write_outcome,
 )
 from voicegate.gate.settlement import settle
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Approving
 from voicegate.reasons import Reason
 
 __all__ = ["run_confirmed", "run_delegated"]
 
 
 async def run_confirmed(
-    w: Wiring,
+    w: Approving,
     user: str,
     request: ActionRequest,
     *,
@@ -86,7 +87,7 @@ async def run_confirmed(
     if not spent:
         await swap_eventually(w, claim, status=Status.FAILED, error=APPROVAL_SPENT)
         raise Refused(Reason.ALREADY_USED)
-    recorded = (*checks, Check("approval_consumed_once", True))
+    recorded = (*checks, Check(CheckName.APPROVAL_CONSUMED_ONCE.value, True))
     outcome, result, error, executed_at = await call(w, action)
     unsealed = draft(
         claim,
@@ -107,6 +108,6 @@ async def run_confirmed(
     return receipt
 
 
-async def run_delegated(w: Wiring, user: str, request: ActionRequest) -> Receipt:
+async def run_delegated(w: Approving, user: str, request: ActionRequest) -> Receipt:
     """Run at once, trusting the client's own dialog; the receipt says so."""
     return await run_confirmed(w, user, request, mode="delegate", spend_key=None, spend_until=0.0)

@@ -15,7 +15,7 @@ from voicegate.domain import Evidence, Risk
 from voicegate.errors import Refused
 from voicegate.gate.answers import answer
 from voicegate.gate.outcome import Outcome
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Answering
 from voicegate.reasons import Reason
 
 # As many sets as a user may have open at once by default (``quota.ProposalLimits``).
@@ -24,7 +24,7 @@ MAX_AT_ONCE = 10
 __all__ = ["MAX_AT_ONCE", "approve_all"]
 
 
-async def approve_all(w: Wiring, evidences: Sequence[Evidence]) -> list[Outcome]:
+async def approve_all(w: Answering, evidences: Sequence[Evidence]) -> list[Outcome]:
     """Answer each of ``evidences`` (a yes to card 1 of a different one-card set each), in
     order; refused whole, before any runs, where a set is several cards or high-risk."""
     if not 2 <= len(evidences) <= MAX_AT_ONCE:

@@ -5,7 +5,7 @@ the set as stored, the device that signed it, the time) and return a ``Verdict``
 They are two because the device is read from the store only for an answer to a set that is
 still waiting: most answers that lose a race for the same set end in ``check_set``, one store
 read sooner. The checks that spend something (the evidence id, the set's nonce) are the
-ledger's, and the gate records them after these, in ``CHECK_NAMES`` order.
+ledger's, and the gate records them after these, in ``CheckName`` order.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from voicegate import passkey
 from voicegate.canonical import args_hash
@@ -34,31 +35,49 @@ from voicegate.errors import Refused
 from voicegate.gate import card
 from voicegate.reasons import Kind, Reason
 
-CHECK_NAMES: tuple[str, ...] = (
-    "for_this_set",  # the set exists and the evidence carries its current nonce
-    "paired_device_of_user",  # a paired, live device of the set's user
-    "set_open",  # still waiting and before its deadline
-    "evidence_fresh",  # made after the set opened and not older than the freshness window
-    "words_choose_one_card",  # the answer names exactly one card valid at this stage
-    "action_unchanged",  # the action still hashes and renders as shown
-    "shown_in_full",  # a card shortened for display had its full text on the device's screen
-    "registered_write",  # the tool is a write the operator gates
-    "passkey_verified",  # a passkey step: the user's passkey signed this set, stage and action
-    "evidence_consumed_once",  # this evidence was never used before
-    "nonce_consumed_once",  # this set's nonce was never spent before
-    "approval_consumed_once",  # a token or other approval outside the card flow, spent once
-    "grant_allowed",  # a yes that asks for a grant: one card, not high-risk, within bounds
-    "grant_fits",  # a write run under a grant: same user, upstream, tool and fixed arguments
-    "grant_spent_once",  # ... and one of the grant's uses, spent atomically, was left for it
-)
+
+class CheckName(StrEnum):
+    """The name of one confirm check, as a receipt records it; in the order the gate runs them."""
+
+    # The set exists and the evidence carries its current nonce.
+    FOR_THIS_SET = "for_this_set"
+    # A paired, live device of the set's user.
+    PAIRED_DEVICE_OF_USER = "paired_device_of_user"
+    # Still waiting and before its deadline.
+    SET_OPEN = "set_open"
+    # Made after the set opened and not older than the freshness window.
+    EVIDENCE_FRESH = "evidence_fresh"
+    # The answer names exactly one card valid at this stage.
+    WORDS_CHOOSE_ONE_CARD = "words_choose_one_card"
+    # The action still hashes and renders as shown.
+    ACTION_UNCHANGED = "action_unchanged"
+    # A card shortened for display had its full text on the device's screen.
+    SHOWN_IN_FULL = "shown_in_full"
+    # The tool is a write the operator gates.
+    REGISTERED_WRITE = "registered_write"
+    # A passkey step: the user's passkey signed this set, stage and action.
+    PASSKEY_VERIFIED = "passkey_verified"
+    # This evidence was never used before.
+    EVIDENCE_CONSUMED_ONCE = "evidence_consumed_once"
+    # This set's nonce was never spent before.
+    NONCE_CONSUMED_ONCE = "nonce_consumed_once"
+    # A token or other approval outside the card flow, spent once.
+    APPROVAL_CONSUMED_ONCE = "approval_consumed_once"
+    # A yes that asks for a grant: one card, not high-risk, within bounds.
+    GRANT_ALLOWED = "grant_allowed"
+    # A write run under a grant: same user, upstream, tool and fixed arguments ...
+    GRANT_FITS = "grant_fits"
+    # ... and one of the grant's uses, spent atomically, was left for it.
+    GRANT_SPENT_ONCE = "grant_spent_once"
+
 
 # Evidence older than this is stale even if its set is still open: an answer is given to a card
 # the user is looking at now.
 EVIDENCE_MAX_AGE = 120.0
 
 __all__ = [
-    "CHECK_NAMES",
     "EVIDENCE_MAX_AGE",
+    "CheckName",
     "Checklist",
     "Verdict",
     "check_answer",
@@ -73,15 +92,13 @@ class Checklist:
     def __init__(self, checks: Iterable[Check] = ()) -> None:
         self._checks: list[Check] = list(checks)
 
-    def ok(self, name: str) -> None:
+    def ok(self, name: CheckName) -> None:
         """Record that ``name`` passed."""
-        assert name in CHECK_NAMES, name
-        self._checks.append(Check(name, True))
+        self._checks.append(Check(name.value, True))
 
-    def fail(self, name: str, reason: Reason) -> Reason:
+    def fail(self, name: CheckName, reason: Reason) -> Reason:
         """Record that ``name`` failed with ``reason`` and return the reason."""
-        assert name in CHECK_NAMES, name
-        self._checks.append(Check(name, False, reason))
+        self._checks.append(Check(name.value, False, reason))
         return reason
 
     def done(self) -> tuple[Check, ...]:
@@ -109,20 +126,20 @@ def check_set(evidence: Evidence, pending: PendingSet | None) -> Verdict:
     """The answer names this set by its current nonce, and the set is still waiting."""
     checks = Checklist()
     if pending is None:
-        return _refuse(checks, "for_this_set", Reason.UNKNOWN_PENDING)
+        return _refuse(checks, CheckName.FOR_THIS_SET, Reason.UNKNOWN_PENDING)
     same_nonce = secrets.compare_digest(evidence.nonce.encode(), pending.nonce.encode())
     if pending.status is Status.WITHDRAWN and evidence.user == pending.user:
         # The set's own user is told it was withdrawn, whichever nonce they hold: nothing of
         # it can run any more, and "another card" would send them looking for one.
         if not same_nonce:
-            return _refuse(checks, "for_this_set", Reason.WITHDRAWN)
-        checks.ok("for_this_set")
-        return _refuse(checks, "set_open", Reason.WITHDRAWN)
+            return _refuse(checks, CheckName.FOR_THIS_SET, Reason.WITHDRAWN)
+        checks.ok(CheckName.FOR_THIS_SET)
+        return _refuse(checks, CheckName.SET_OPEN, Reason.WITHDRAWN)
     if not same_nonce:
-        return _refuse(checks, "for_this_set", Reason.WRONG_SET)
-    checks.ok("for_this_set")
+        return _refuse(checks, CheckName.FOR_THIS_SET, Reason.WRONG_SET)
+    checks.ok(CheckName.FOR_THIS_SET)
     if pending.status is not Status.WAITING:
-        return _refuse(checks, "set_open", Reason.NOT_OPEN)
+        return _refuse(checks, CheckName.SET_OPEN, Reason.NOT_OPEN)
     return Verdict(checks.done())
 
 
@@ -149,49 +166,49 @@ def check_answer(
     """
     checks = Checklist(before)
     if device is None:
-        return _refuse(checks, "paired_device_of_user", Reason.UNKNOWN_DEVICE)
+        return _refuse(checks, CheckName.PAIRED_DEVICE_OF_USER, Reason.UNKNOWN_DEVICE)
     if device.revoked_at is not None:
-        return _refuse(checks, "paired_device_of_user", Reason.DEVICE_REVOKED)
+        return _refuse(checks, CheckName.PAIRED_DEVICE_OF_USER, Reason.DEVICE_REVOKED)
     if device.user != pending.user or evidence.user != pending.user:
-        return _refuse(checks, "paired_device_of_user", Reason.WRONG_DEVICE_USER)
+        return _refuse(checks, CheckName.PAIRED_DEVICE_OF_USER, Reason.WRONG_DEVICE_USER)
     if evidence.modality is Modality.VOICE and device.kind is not DeviceKind.VOICE:
-        return _refuse(checks, "paired_device_of_user", Reason.DEVICE_CANNOT_SPEAK)
-    checks.ok("paired_device_of_user")
+        return _refuse(checks, CheckName.PAIRED_DEVICE_OF_USER, Reason.DEVICE_CANNOT_SPEAK)
+    checks.ok(CheckName.PAIRED_DEVICE_OF_USER)
     if now > pending.deadline:
-        return _refuse(checks, "set_open", Reason.SET_EXPIRED)
-    checks.ok("set_open")
+        return _refuse(checks, CheckName.SET_OPEN, Reason.SET_EXPIRED)
+    checks.ok(CheckName.SET_OPEN)
     if not (pending.created_at - 1.0 <= evidence.created_at <= now + 1.0) or (
         now - evidence.created_at > EVIDENCE_MAX_AGE
     ):
-        return _refuse(checks, "evidence_fresh", Reason.STALE_REQUEST)
-    checks.ok("evidence_fresh")
+        return _refuse(checks, CheckName.EVIDENCE_FRESH, Reason.STALE_REQUEST)
+    checks.ok(CheckName.EVIDENCE_FRESH)
     decision = evidence.decision
     if decision.kind is Kind.REFUSE:
-        return _refuse(checks, "words_choose_one_card", decision.reason or Reason.UNCLEAR)
+        return _refuse(checks, CheckName.WORDS_CHOOSE_ONE_CARD, decision.reason or Reason.UNCLEAR)
     if decision.kind in (Kind.CANCEL, Kind.MORE_TIME):
         return Verdict(checks.done())
     chosen, reason = _chosen_card(pending, decision)
     if chosen is None:
         assert reason is not None
-        return _refuse(checks, "words_choose_one_card", reason)
-    checks.ok("words_choose_one_card")
+        return _refuse(checks, CheckName.WORDS_CHOOSE_ONE_CARD, reason)
+    checks.ok(CheckName.WORDS_CHOOSE_ONE_CARD)
     action = pending.actions[chosen - 1]
     if not _unchanged(action):
-        return _refuse(checks, "action_unchanged", Reason.ACTION_CHANGED)
-    checks.ok("action_unchanged")
+        return _refuse(checks, CheckName.ACTION_UNCHANGED, Reason.ACTION_CHANGED)
+    checks.ok(CheckName.ACTION_UNCHANGED)
     if not _shown_enough(action, chosen, evidence):
-        return _refuse(checks, "shown_in_full", Reason.NOT_SHOWN_IN_FULL)
-    checks.ok("shown_in_full")
+        return _refuse(checks, CheckName.SHOWN_IN_FULL, Reason.NOT_SHOWN_IN_FULL)
+    checks.ok(CheckName.SHOWN_IN_FULL)
     refusal = device_refusal(action.tool)
     if refusal is not None:
-        return _refuse(checks, "registered_write", refusal)
-    checks.ok("registered_write")
+        return _refuse(checks, CheckName.REGISTERED_WRITE, refusal)
+    checks.ok(CheckName.REGISTERED_WRITE)
     if pending.stage is not Stage.PASSKEY and evidence.passkey is None:
         return Verdict(checks.done(), chosen=chosen)
     try:
         proof = _passkey(evidence, pending, action, credential, relying_party)
     except Refused as why:
-        return _refuse(checks, "passkey_verified", why.reason)
+        return _refuse(checks, CheckName.PASSKEY_VERIFIED, why.reason)
     return Verdict(checks.done(), chosen=chosen, passkey=proof)
 
 
@@ -226,7 +243,7 @@ def _passkey(
     return passkey.check_assertion(assertion, credential, rp=relying_party, expected=expected)
 
 
-def _refuse(checks: Checklist, name: str, reason: Reason) -> Verdict:
+def _refuse(checks: Checklist, name: CheckName, reason: Reason) -> Verdict:
     checks.fail(name, reason)
     return Verdict(checks.done(), reason)
 

@@ -1,7 +1,7 @@
 """The gate: proposes pending card sets and releases a write only when every named check passes.
 
 ``Gate`` is the one object callers hold; each of its methods is one room of the gate, a module
-of its own that reads the gate's parts (``wiring.Wiring``):
+of its own that reads only the gate's parts it names (its protocol in ``wiring``):
 
 - ``proposals``: open a set, read it, give it more time, cancel or withdraw it;
 - ``checks``: the named checks an answer must pass, pure;
@@ -38,7 +38,7 @@ from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.outcome import Outcome
 from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.wiring import Executor
+from voicegate.gate.wiring import DEFAULT_TIMING, Executor, Timing
 from voicegate.passkey import RelyingParty
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
@@ -53,14 +53,15 @@ __all__ = [
     "Executor",
     "Gate",
     "Outcome",
+    "Timing",
 ]
 
 
 class Gate:
     """Pending card sets, the confirm checks, single-use release and receipts.
 
-    ``on_step`` hears each step of a release as it is passed (``faults.POINTS``); the default,
-    ``faults.reach``, does nothing unless a crash test set ``VOICEGATE_FAULT_POINT``.
+    ``on_step`` hears each step of a release as it is passed (``faults.POINTS``); by default,
+    ``faults.ignore``, it does nothing (the crash tests pass one that kills the process).
     ``on_news`` hears ``("proposed", set)`` once a set is stored and ``("released", set)`` once
     an answer released its write (notifications, ``voicegate.notify``); it must return at once
     and never raise, since the gate does not wait for it.
@@ -78,18 +79,14 @@ class Gate:
         step_of: Callable[[str], HighRiskStep] | None = None,
         relying_party: RelyingParty | None = None,
         clock: Callable[[], float] = time.time,
-        choose_ttl: float = 120.0,
-        final_ttl: float = 60.0,
-        max_extensions: int = 10,
+        timing: Timing = DEFAULT_TIMING,
         retry_delays: Sequence[float] = RETRY_DELAYS,
         limits: quota.ProposalLimits | None = quota.DEFAULT,
-        on_step: Callable[[str], None] = faults.reach,
+        on_step: Callable[[str], None] = faults.ignore,
         on_news: Callable[[str, PendingSet], None] | None = None,
         upstream: str = "",
         grant_rules: GrantRules | None = None,
     ) -> None:
-        if max_extensions < 10:
-            raise ValueError("WCAG 2.2.1 asks for at least 10 extensions")
         self.store = store
         self.executor = executor
         self.is_write = is_write
@@ -104,9 +101,7 @@ class Gate:
         self.relying_party = relying_party
         self.receipt_keys = receipt_keys
         self.clock = clock
-        self.choose_ttl = choose_ttl
-        self.final_ttl = final_ttl
-        self.max_extensions = max_extensions
+        self.timing = timing
         self.backlog = Backlog(delays=retry_delays)
         self.limits = limits
         self.on_step = on_step

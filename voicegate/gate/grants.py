@@ -36,9 +36,10 @@ from voicegate.domain import (
 )
 from voicegate.faults import GRANT_SPENT
 from voicegate.gate.approvals import run_confirmed
+from voicegate.gate.checks import CheckName
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.proposals import ActionRequest
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Granting
 from voicegate.reasons import Reason
 
 __all__ = [
@@ -92,7 +93,7 @@ def within(rules: GrantRules, grant: Grant) -> bool:
     return grant.max_uses <= rules.max_uses and minutes <= rules.max_minutes
 
 
-def refusal(w: Wiring, pending: PendingSet, ask: GrantAsk) -> Reason | None:
+def refusal(w: Granting, pending: PendingSet, ask: GrantAsk) -> Reason | None:
     """Why ``ask`` may not become a grant with a yes to ``pending``, or None when it may.
 
     Never for a set of several cards (a choice among them is not "the same"), a high-risk tool
@@ -112,7 +113,7 @@ def refusal(w: Wiring, pending: PendingSet, ask: GrantAsk) -> Reason | None:
     return None
 
 
-def offer(w: Wiring, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def offer(w: Granting, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """What a yes to ``pending`` may allow again: the names of the arguments a grant would keep
     fixed and of those that would vary; None where no grant may be asked for."""
     if pending.stage is not Stage.CHOOSE or refusal(w, pending, GrantAsk(1, 1)) is not None:
@@ -122,7 +123,7 @@ def offer(w: Wiring, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str, .
     return tuple(sorted(fixed)), varying
 
 
-def plan(w: Wiring, evidence: Evidence, pending: PendingSet) -> Grant:
+def plan(w: Granting, evidence: Evidence, pending: PendingSet) -> Grant:
     """The grant ``evidence`` asks for with its yes to ``pending``, before the release: its
     terms go into that release's receipt (``terms``), and ``make`` stores it once released."""
     assert evidence.grant is not None and len(pending.actions) == 1
@@ -162,7 +163,7 @@ def terms(grant: Grant) -> GrantMade:
     )
 
 
-async def make(w: Wiring, planned: Grant, receipt: Receipt) -> Grant:
+async def make(w: Granting, planned: Grant, receipt: Receipt) -> Grant:
     """Store ``planned`` (``plan``), now that its yes released its card with ``receipt``."""
     grant = dataclasses.replace(planned, receipt_id=receipt.id)
     await w.store.grants.add(grant)
@@ -170,7 +171,7 @@ async def make(w: Wiring, planned: Grant, receipt: Receipt) -> Grant:
 
 
 async def use(
-    w: Wiring, user: str, tool: str, arguments: Mapping[str, Any]
+    w: Granting, user: str, tool: str, arguments: Mapping[str, Any]
 ) -> tuple[Grant, Receipt] | None:
     """Run a write of ``user`` at once under a live grant it fits, or None to make a card.
 
@@ -205,7 +206,10 @@ async def use(
             # Unique per use: the atomic spend hands each call its own count.
             spend_key=f"grant:{spent.id}:{spent.uses_left}",
             spend_until=spent.expires_at,
-            checks=(Check("grant_fits", True), Check("grant_spent_once", True)),
+            checks=(
+                Check(CheckName.GRANT_FITS.value, True),
+                Check(CheckName.GRANT_SPENT_ONCE.value, True),
+            ),
             proposed_at=now,
             grant=GrantUse(
                 grant_id=spent.id,

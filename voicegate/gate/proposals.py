@@ -17,7 +17,7 @@ from voicegate.canonical import args_hash
 from voicegate.domain import Action, PendingSet, Risk, Stage, Status
 from voicegate.errors import Refused
 from voicegate.gate import card, quota
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Proposing
 from voicegate.reasons import Reason
 from voicegate.store.base import Store
 
@@ -61,7 +61,7 @@ def action_of(request: ActionRequest) -> Action:
 
 
 async def propose(
-    w: Wiring,
+    w: Proposing,
     user: str,
     actions: Sequence[ActionRequest],
     *,
@@ -97,8 +97,8 @@ async def propose(
         stage=Stage.CHOOSE,
         nonce=secrets.token_urlsafe(24),
         created_at=now,
-        deadline=now + w.choose_ttl,
-        ttl=w.choose_ttl,
+        deadline=now + w.timing.choose_ttl,
+        ttl=w.timing.choose_ttl,
         preview=preview,
         mode=mode,
     )
@@ -106,7 +106,7 @@ async def propose(
     return pending
 
 
-async def status(w: Wiring, pending_id: str) -> PendingSet:
+async def status(w: Proposing, pending_id: str) -> PendingSet:
     """The set as it stands now; a waiting set past its deadline becomes ``expired``.
 
     A set whose outcome this process still holds is written first; while the store stays
@@ -127,14 +127,14 @@ async def status(w: Wiring, pending_id: str) -> PendingSet:
     return pending
 
 
-async def open_for(w: Wiring, user: str) -> list[PendingSet]:
+async def open_for(w: Proposing, user: str) -> list[PendingSet]:
     """The sets still waiting for ``user``'s answer, oldest first."""
     now = w.clock()
     sets = await w.store.pending.list_for_user(user, open_only=True)
     return [p for p in sets if p.status is Status.WAITING and p.deadline >= now]
 
 
-async def extend(w: Wiring, pending_id: str, *, user: str) -> PendingSet:
+async def extend(w: Proposing, pending_id: str, *, user: str) -> PendingSet:
     """More time (WCAG 2.2.1): the stage's TTL is added to the deadline, at most
     ``max_extensions`` times.
 
@@ -149,7 +149,7 @@ async def extend(w: Wiring, pending_id: str, *, user: str) -> PendingSet:
         now = w.clock()
         if now > pending.deadline:
             raise Refused(Reason.SET_EXPIRED)
-        if pending.extensions >= w.max_extensions:
+        if pending.extensions >= w.timing.max_extensions:
             raise Refused(Reason.EXTENSION_LIMIT)
         extended = pending.replace(
             deadline=pending.deadline + pending.ttl,
@@ -160,12 +160,12 @@ async def extend(w: Wiring, pending_id: str, *, user: str) -> PendingSet:
     raise Refused(Reason.BUSY, "the set kept changing while it was being extended")
 
 
-async def cancel(w: Wiring, pending_id: str, *, user: str) -> PendingSet:
+async def cancel(w: Proposing, pending_id: str, *, user: str) -> PendingSet:
     """The user says no: the set closes and nothing runs."""
     return await _close(w, pending_id, Status.CANCELLED, user=user)
 
 
-async def withdraw(w: Wiring, pending_id: str) -> PendingSet:
+async def withdraw(w: Proposing, pending_id: str) -> PendingSet:
     """The agent takes its proposal back; nothing runs."""
     return await _close(w, pending_id, Status.WITHDRAWN, user=None)
 
@@ -176,7 +176,7 @@ async def withdraw_stored(store: Store, pending_id: str, now: float) -> PendingS
     return await _close_in(store, now, pending_id, Status.WITHDRAWN, user=None)
 
 
-async def get_set(w: Wiring, pending_id: str) -> PendingSet:
+async def get_set(w: Proposing, pending_id: str) -> PendingSet:
     """The stored set, or ``Refused(UNKNOWN_PENDING)``."""
     pending = await w.store.pending.get(pending_id)
     if pending is None:
@@ -184,7 +184,7 @@ async def get_set(w: Wiring, pending_id: str) -> PendingSet:
     return pending
 
 
-async def _close(w: Wiring, pending_id: str, status: Status, *, user: str | None) -> PendingSet:
+async def _close(w: Proposing, pending_id: str, status: Status, *, user: str | None) -> PendingSet:
     return await _close_in(w.store, w.clock(), pending_id, status, user=user)
 
 

@@ -27,11 +27,11 @@ from voicegate.domain import (
 )
 from voicegate.errors import StoreUnavailable
 from voicegate.gate.backlog import Job
-from voicegate.gate.checks import Checklist
+from voicegate.gate.checks import Checklist, CheckName
 from voicegate.gate.drafts import draft, recordable, recorded, unrecorded
 from voicegate.gate.outcome import Outcome, refused
 from voicegate.gate.proposals import SWAP_ATTEMPTS
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Ledger, Releasing, Sealing
 from voicegate.reasons import Reason
 from voicegate.receipts import seal
 
@@ -59,7 +59,7 @@ __all__ = [
 
 
 async def release(
-    w: Wiring,
+    w: Releasing,
     evidence: Evidence,
     pending: PendingSet,
     chosen: int,
@@ -73,7 +73,7 @@ async def release(
     now = w.clock()
     claimed = pending.replace(status=Status.EXECUTING, chosen=chosen, decided_at=now)
     if not await w.store.pending.swap(pending, claimed):
-        checks.fail("nonce_consumed_once", Reason.NOT_OPEN)
+        checks.fail(CheckName.NONCE_CONSUMED_ONCE, Reason.NOT_OPEN)
         return refused(evidence, pending, Reason.NOT_OPEN, checks.done())
     w.on_step("after_claim")
     try:
@@ -87,9 +87,9 @@ async def release(
     if not spent:
         # Another replica spent this nonce under a set restored from an older copy: stop.
         await swap_eventually(w, claimed, status=Status.UNKNOWN, error=APPROVAL_SPENT)
-        checks.fail("nonce_consumed_once", Reason.ALREADY_USED)
+        checks.fail(CheckName.NONCE_CONSUMED_ONCE, Reason.ALREADY_USED)
         return refused(evidence, pending, Reason.ALREADY_USED, checks.done())
-    checks.ok("nonce_consumed_once")
+    checks.ok(CheckName.NONCE_CONSUMED_ONCE)
     w.on_step("after_nonce")
     outcome, result, error, executed_at = await call(w, pending.actions[chosen - 1])
     w.on_step("after_call")
@@ -114,7 +114,7 @@ async def release(
     return Outcome(final, evidence.decision, True, checks.done(), reason, receipt)
 
 
-async def call(w: Wiring, action: Action) -> tuple[RunOutcome, Any, str | None, float | None]:
+async def call(w: Releasing, action: Action) -> tuple[RunOutcome, Any, str | None, float | None]:
     """Call the upstream once. This is the one boundary where any exception is caught:
     whatever the upstream raises, the write is recorded as failed and never retried."""
     try:
@@ -127,7 +127,7 @@ async def call(w: Wiring, action: Action) -> tuple[RunOutcome, Any, str | None, 
 
 
 async def write_outcome(
-    w: Wiring, claimed: PendingSet, written: Receipt
+    w: Releasing, claimed: PendingSet, written: Receipt
 ) -> tuple[PendingSet, Receipt | None]:
     """Append the receipt of a write that ran and record its result on the set.
 
@@ -147,7 +147,7 @@ async def write_outcome(
         return view, receipt
 
 
-async def append(w: Wiring, unsealed: Receipt) -> Receipt:
+async def append(w: Sealing, unsealed: Receipt) -> Receipt:
     """Seal ``unsealed`` as the next link of its user's chain and append it."""
 
     def make(seq: int, prev_digest: str) -> Receipt:
@@ -164,7 +164,7 @@ def spend_key(pending: PendingSet) -> str:
     return "nonce:" + pending.nonce
 
 
-async def swap_eventually(w: Wiring, current: PendingSet, **changes: Any) -> PendingSet:
+async def swap_eventually(w: Ledger, current: PendingSet, **changes: Any) -> PendingSet:
     """Record changes on a set this process holds, retrying over version-only changes.
 
     A set that moved to another status, or names another receipt, was settled by someone
@@ -184,7 +184,7 @@ async def swap_eventually(w: Wiring, current: PendingSet, **changes: Any) -> Pen
     return current
 
 
-async def _write_again(w: Wiring, claimed: PendingSet, written: Receipt) -> None:
+async def _write_again(w: Releasing, claimed: PendingSet, written: Receipt) -> None:
     """The backlog's retry: the receipt unless it got in before, then the record.
 
     A set that another replica settled meanwhile (the outage outlasted the lease) keeps
@@ -206,7 +206,7 @@ async def _write_again(w: Wiring, claimed: PendingSet, written: Receipt) -> None
     await _record(w, claimed, receipt)
 
 
-async def _record(w: Wiring, claimed: PendingSet, receipt: Receipt) -> PendingSet:
+async def _record(w: Releasing, claimed: PendingSet, receipt: Receipt) -> PendingSet:
     """Record on the set what its receipt says."""
     done = recorded(claimed, receipt)
     return await swap_eventually(
@@ -219,7 +219,7 @@ async def _record(w: Wiring, claimed: PendingSet, receipt: Receipt) -> PendingSe
     )
 
 
-async def _reopen(w: Wiring, pending: PendingSet, claimed: PendingSet) -> None:
+async def _reopen(w: Releasing, pending: PendingSet, claimed: PendingSet) -> None:
     """A claim whose nonce the store failed to spend: nothing ran, the set waits again.
 
     A fresh nonce, since the old one may have been spent all the same.

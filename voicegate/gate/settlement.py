@@ -13,7 +13,7 @@ import dataclasses
 from voicegate.domain import PendingSet, Receipt, RunOutcome, Status
 from voicegate.gate.drafts import draft, new_receipt_id, recorded
 from voicegate.gate.release import KEY_HOLD, append, spend_key
-from voicegate.gate.wiring import Wiring
+from voicegate.gate.wiring import Sealing
 
 NEVER_RAN = (
     "interrupted before its approval was spent: nothing ran and nothing will; propose it again "
@@ -27,7 +27,7 @@ MAY_HAVE_RUN = (
 __all__ = ["MAY_HAVE_RUN", "NEVER_RAN", "settle", "settle_interrupted"]
 
 
-async def settle_interrupted(w: Wiring, *, grace: float = 0.0) -> int:
+async def settle_interrupted(w: Sealing, *, grace: float = 0.0) -> int:
     """Settle every set left ``executing`` by a crash, with a receipt; how many were settled.
 
     Only sets claimed at least ``grace`` seconds ago are settled, so a replica starting
@@ -64,7 +64,7 @@ async def settle_interrupted(w: Wiring, *, grace: float = 0.0) -> int:
     return settled
 
 
-async def settle(w: Wiring, pending: PendingSet, *, may_have_run: bool) -> bool:
+async def settle(w: Sealing, pending: PendingSet, *, may_have_run: bool) -> bool:
     """Close an ``executing`` set nobody will finish, with a receipt; False if it moved.
 
     The set is closed first, naming its receipt, so two settlers never both write one; the
@@ -100,7 +100,7 @@ def _settled_draft(closed: PendingSet) -> Receipt:
     return dataclasses.replace(unsealed, id=closed.receipt_id)
 
 
-async def _repair_settled(w: Wiring) -> int:
+async def _repair_settled(w: Sealing) -> int:
     """Write the receipt of every settled set whose receipt the store lost on the way."""
     repaired = 0
     for status, error in ((Status.FAILED, NEVER_RAN), (Status.UNKNOWN, MAY_HAVE_RUN)):
