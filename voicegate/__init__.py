@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         TokenRefused,
         VoicegateError,
     )
-    from voicegate.gate.core import ActionRequest, Gate, Outcome
+    from voicegate.gate.core import ActionRequest, Gate, GatePolicy, Outcome
     from voicegate.reasons import NEXT_STEP, Kind, Reason
     from voicegate.receipts import verify_chain
     from voicegate.secrets import KeyRing, Secret
@@ -55,6 +55,7 @@ __all__ = [
     "DeviceRefused",
     "Evidence",
     "Gate",
+    "GatePolicy",
     "KeyRing",
     "Kind",
     "ModelError",
@@ -105,7 +106,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "TokenRefused",
         "VoicegateError",
     ),
-    "voicegate.gate.core": ("ActionRequest", "Gate", "Outcome"),
+    "voicegate.gate.core": ("ActionRequest", "Gate", "GatePolicy", "Outcome"),
     "voicegate.receipts": ("verify_chain",),
     "voicegate.reasons": ("NEXT_STEP", "Kind", "Reason"),
     "voicegate.secrets": ("KeyRing", "Secret"),

@@ -15,6 +15,7 @@ VoicegateError                 every error voicegate raises on purpose
 
 from __future__ import annotations
 
+import string
 from collections.abc import Mapping
 
 from voicegate.reasons import NEXT_STEP, Reason
@@ -72,7 +73,8 @@ class ConfigError(VoicegateError):
 
 
 class ConfigFieldError(ConfigError):
-    """A value refused for a field of the configuration (``ServerConfig``), named as a field.
+    """A value refused for a field of the configuration, named as a field: of ``ServerConfig``,
+    of the operator's tool ``Policy`` and its ``GrantRules``, or of an ``UpstreamSpec``.
 
     ``template`` names each field in braces, ``{token_ttl}`` (``{rate_limits:bare}`` where a
     front end's name is read without its leading dashes), and the refused values by the names
@@ -85,6 +87,12 @@ class ConfigFieldError(ConfigError):
         self.template = template
         self.values = values
         super().__init__(self.said({}))
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The names of the fields the message names (what a caller branches on)."""
+        parsed = string.Formatter().parse(self.template)
+        return frozenset(name for _, name, _, _ in parsed if name and name not in self.values)
 
     def said(self, names: Mapping[str, str]) -> str:
         """The message, each field called by its name in ``names``, else by its own."""

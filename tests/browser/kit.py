@@ -19,7 +19,7 @@ from tests.device.kit import Executed
 from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind, HighRiskStep, PendingSet, Risk
 from voicegate.errors import ModelError
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.limits import BUDGET_WINDOW
 from voicegate.passkey import RelyingParty
 from voicegate.secrets import KeyRing
@@ -140,10 +140,9 @@ class Server:
         self.gate = Gate(
             self.store,
             executor=self.executed,
-            is_write=lambda tool: True,
+            policy=GatePolicy(is_write=lambda tool: True, step_of=lambda tool: self.step),
             receipt_keys=KeyRing.generate(),
             clock=self.clock,
-            step_of=lambda tool: self.step,
             relying_party=RelyingParty("localhost", (self.local_url,)),
         )
         # Push is offered (the page shows its toggle); nothing here sends a push.

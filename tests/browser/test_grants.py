@@ -5,6 +5,7 @@ write run without a card, and "End now" ending it; axe finds nothing wrong on th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,11 @@ __all__ = ["axe_source"]
 @pytest.fixture
 def free_text(server: Server) -> Iterator[None]:
     """The operator lets a note's text vary under a grant (``--grant-free write_note=text``)."""
-    server.gate.grant_rules = GrantRules(free=(("write_note", ("text",)),))
+    server.gate.policy = dataclasses.replace(
+        server.gate.policy, grants=GrantRules(free=(("write_note", ("text",)),))
+    )
     yield
-    server.gate.grant_rules = GrantRules()
+    server.gate.policy = dataclasses.replace(server.gate.policy, grants=GrantRules())
 
 
 def test_a_grant_made_by_tap_is_shown_used_and_ended(
@@ -95,7 +98,9 @@ def test_the_words_to_say_for_a_grant_stay_within_the_operators_bound_and_name_t
     page: Any, server: Server
 ) -> None:
     # "yes, for 10 minutes" past a 5-minute bound would refuse the whole answer.
-    server.gate.grant_rules = GrantRules(max_minutes=5, max_uses=3)
+    server.gate.policy = dataclasses.replace(
+        server.gate.policy, grants=GrantRules(max_minutes=5, max_uses=3)
+    )
     try:
         pair(page, server)
         proposed = server.propose(1)
@@ -103,7 +108,7 @@ def test_the_words_to_say_for_a_grant_stay_within_the_operators_bound_and_name_t
         expect(what).to_contain_text("or say “yes, for 5 minutes”")
         expect(what).to_contain_text("said, it allows the same at most 3 times")
     finally:
-        server.gate.grant_rules = GrantRules()
+        server.gate.policy = dataclasses.replace(server.gate.policy, grants=GrantRules())
 
 
 def test_a_grant_made_by_voice_is_shown_and_ended(

@@ -3,11 +3,13 @@ argparse's usage error for a bad flag, one ``voicegate CMD:`` line for the rest.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from voicegate.cli import main
+from voicegate.cli.serve import FLAGS, add_serve_arguments
 from voicegate.secrets import KEYS_ENV
 from voicegate.settings import TOKEN_ENV
 
@@ -211,6 +213,9 @@ def test_grant_bounds_out_of_range_are_refused_in_one_line(
         (["--mail", "owner"], "--mail needs"),
         (["--mail", "owner=ana@example.org", "--mail-from", "gate"], "--mail-from needs"),
         (["--smtp", "smtp://relay.example.org"], "--smtp and --mail-from need --mail "),
+        (["--mode", "write_*=maybe"], "--mode 'write_*=maybe': mode must"),
+        (["--high-risk-step", "passkey"], "--high-risk-step needs"),
+        (["--env", "novalue"], "--env needs"),
     ],
 )
 def test_a_refused_config_value_is_said_as_the_flag_that_gave_it(
@@ -218,3 +223,10 @@ def test_a_refused_config_value_is_said_as_the_flag_that_gave_it(
 ) -> None:
     line = refused(["serve", *NOTES, "--db", "memory", *flags], capsys)
     assert line.startswith(f"voicegate serve: {says}")
+
+
+def test_every_flag_a_refused_field_is_said_as_is_a_flag_of_serve() -> None:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    assert set(FLAGS.values()) <= flags

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from tests.device.kit import Executed, SigningDevice, paired_device
 from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
-from voicegate.gate.core import Gate
+from voicegate.gate.core import Gate, GatePolicy
 from voicegate.secrets import KeyRing
 from voicegate.services import Services
 from voicegate.store import open_store
@@ -40,7 +40,7 @@ def services(store: Store, clock: ManualClock, executed: Executed) -> Services:
     gate = Gate(
         store,
         executor=executed,
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True),
         receipt_keys=KeyRing.generate(),
         clock=clock,
     )

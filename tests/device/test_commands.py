@@ -18,7 +18,7 @@ from voicegate.cli import main
 from voicegate.clock import ManualClock
 from voicegate.device.routes import device_router
 from voicegate.domain import Risk
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.reasons import Reason
 from voicegate.secrets import KEYS_ENV
 from voicegate.services import Services
@@ -59,7 +59,11 @@ def on_server(db: Path, work: Callable[[SigningDevice, Services], Awaitable[T]])
         # The CLI stamps codes with the real time, as the real server does.
         clock = ManualClock(time.time())
         gate = Gate(
-            store, executor=Executed(), is_write=lambda t: True, receipt_keys=keys, clock=clock
+            store,
+            executor=Executed(),
+            policy=GatePolicy(is_write=lambda t: True),
+            receipt_keys=keys,
+            clock=clock,
         )
         services = Services(store=store, gate=gate, clock=clock)
         app = FastAPI()

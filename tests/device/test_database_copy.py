@@ -26,7 +26,7 @@ from voicegate.device.routes import device_router
 from voicegate.domain import Device, DeviceKind, Risk
 from voicegate.errors import DeviceRefused
 from voicegate.eval.agent_forgery import stored_values
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.services import Services
@@ -44,7 +44,7 @@ async def sqlite_services(
     gate = Gate(
         store,
         executor=executed,
-        is_write=lambda t: True,
+        policy=GatePolicy(is_write=lambda t: True),
         receipt_keys=KeyRing.generate(),
         clock=clock,
     )

@@ -22,7 +22,7 @@ from voicegate.clock import ManualClock
 from voicegate.device.passkeys import passkey_router
 from voicegate.device.routes import device_router
 from voicegate.domain import HighRiskStep, Risk
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.passkey import RelyingParty, challenge, unb64url
 from voicegate.reasons import PASSKEY_STEP, Reason
 from voicegate.secrets import KeyRing
@@ -55,10 +55,9 @@ def services(store: Store, clock: ManualClock, executed: Executed, steps: Steps)
     gate = Gate(
         store,
         executor=executed,
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True, step_of=steps),
         receipt_keys=KeyRing.generate(),
         clock=clock,
-        step_of=steps,
         relying_party=RelyingParty(RP_ID, (ORIGIN,)),
     )
     return Services(store=store, gate=gate, clock=clock)

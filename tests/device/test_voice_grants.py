@@ -3,6 +3,7 @@ refused exactly as a tapped one; scripted recogniser, real decoding and replay g
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tests.device.kit import Executed, SigningDevice
@@ -91,11 +92,13 @@ async def test_a_spoken_length_past_the_operators_bound_is_refused_whole_not_sho
 async def test_a_spoken_grant_where_a_tapped_one_may_not_be_had_releases_nothing(
     device: SigningDevice, services: Services, clock: ManualClock, executed: Executed
 ) -> None:
-    services.gate.grant_rules = GrantRules(off=("write_*",))
+    services.gate.policy = dataclasses.replace(
+        services.gate.policy, grants=GrantRules(off=("write_*",))
+    )
     with_voice(services, clock, "Yes, for 10 minutes.")
     off = await services.gate.propose("asha", [NOTE], risk=Risk.LOW)
     assert (await speak(device, off))["reason"] == Reason.GRANT_OFF
-    services.gate.grant_rules = GrantRules()
+    services.gate.policy = dataclasses.replace(services.gate.policy, grants=GrantRules())
     with_voice(services, clock, "Yes, for 10 minutes.")
     high = await services.gate.propose("asha", [NOTE], risk=Risk.HIGH)
     assert (await speak(device, high, seed=1))["reason"] == Reason.GRANT_HIGH_RISK

@@ -18,7 +18,7 @@ from voicegate.domain import (
     PendingSet,
     Risk,
 )
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store.base import Store
@@ -46,7 +46,7 @@ def make_gate(store: Store, clock: ManualClock, upstream: Upstream) -> Gate:
     return Gate(
         store,
         executor=upstream,
-        is_write=lambda tool: tool.startswith(("write_", "delete_", "send_")),
+        policy=GatePolicy(is_write=lambda tool: tool.startswith(("write_", "delete_", "send_"))),
         receipt_keys=keys(),
         clock=clock,
     )

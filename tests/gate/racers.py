@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from voicegate.domain import Decision, Evidence, InputKind, Modality
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing
 from voicegate.store import open_store
@@ -42,7 +42,7 @@ async def confirm_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[No
     gate = Gate(
         store,
         executor=logged(payload["log"]),
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True),
         receipt_keys=KeyRing(payload["keys"]),
     )
     pending = await gate.status(payload["pending_id"])
@@ -78,9 +78,8 @@ async def use_grant_many(payload: Mapping[str, Any], go: Callable[[], Awaitable[
     gate = Gate(
         store,
         executor=logged(payload["log"]),
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True, upstream=payload["upstream"]),
         receipt_keys=KeyRing(payload["keys"]),
-        upstream=payload["upstream"],
     )
     call = ActionRequest(payload["tool"], payload["arguments"])
     try:

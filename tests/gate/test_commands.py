@@ -13,7 +13,7 @@ import pytest
 from voicegate.cli import main
 from voicegate.clock import ManualClock
 from voicegate.domain import Risk
-from voicegate.gate.core import Gate
+from voicegate.gate.core import Gate, GatePolicy
 from voicegate.reasons import Kind
 from voicegate.settings import keys_for
 from voicegate.store import open_store
@@ -27,7 +27,13 @@ async def _receipts(db: Path, user: str = "u1", count: int = 2) -> None:
     clock = ManualClock()
     keys = keys_for(str(db), env={})
     assert keys is not None
-    gate = Gate(store, executor=Upstream(), is_write=lambda t: True, receipt_keys=keys, clock=clock)
+    gate = Gate(
+        store,
+        executor=Upstream(),
+        policy=GatePolicy(is_write=lambda t: True),
+        receipt_keys=keys,
+        clock=clock,
+    )
     device = await pair(store, user)
     for _ in range(count):
         pending = await gate.propose(user, actions(1), risk=Risk.LOW)

@@ -21,7 +21,7 @@ from voicegate.clock import ManualClock
 from voicegate.domain import Device, Grant, GrantAsk, Risk, Status
 from voicegate.errors import StoreUnavailable
 from voicegate.gate import grants
-from voicegate.gate.core import ActionRequest, Gate, Outcome
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy, Outcome
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.reasons import Kind, Reason
 from voicegate.receipts import verify_chain
@@ -46,12 +46,14 @@ def grant_gate(
     return Gate(
         store,
         executor=upstream,
-        is_write=lambda tool: tool.startswith(("write_", "delete_", "send_")),
-        risk_of=lambda tool: Risk.HIGH if tool.startswith("delete_") else Risk.LOW,
+        policy=GatePolicy(
+            is_write=lambda tool: tool.startswith(("write_", "delete_", "send_")),
+            risk_of=lambda tool: Risk.HIGH if tool.startswith("delete_") else Risk.LOW,
+            upstream="stdio:notes",
+            grants=rules,
+        ),
         receipt_keys=receipt_keys or keys(),
         clock=clock,
-        upstream="stdio:notes",
-        grant_rules=rules,
         on_step=on_step,
     )
 
@@ -347,7 +349,7 @@ async def test_a_grant_binds_the_upstream_it_was_made_in_front_of(
     made_by = grant_gate(store, clock, upstream)
     await approve_with_grant(made_by, device, clock, [ActionRequest("write_note", NOTE)])
     other = grant_gate(store, clock, upstream)
-    other.upstream = "http:https://elsewhere.example/mcp"
+    other.policy = dataclasses.replace(other.policy, upstream="http:https://elsewhere.example/mcp")
     assert await other.use_grant("u1", ActionRequest("write_note", NOTE)) is None
 
 

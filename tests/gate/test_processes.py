@@ -12,7 +12,7 @@ from tests.store.conftest import with_schema
 from tests.store.processes import race
 from voicegate.domain import Device, DeviceKind, Grant, Risk
 from voicegate.gate import grants
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.receipts import verify_chain
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store
@@ -25,7 +25,12 @@ async def _race_one_set(url: str, tmp_path: Path) -> None:
     ring = KeyRing(keys)
     store = await open_store(url)
     try:
-        gate = Gate(store, executor=Upstream(), is_write=lambda t: True, receipt_keys=ring)
+        gate = Gate(
+            store,
+            executor=Upstream(),
+            policy=GatePolicy(is_write=lambda t: True),
+            receipt_keys=ring,
+        )
         await store.devices.add(Device("d1", "u1", DeviceKind.TAP, "pk", "ES256", 0.0))
         requests = [ActionRequest("write_note", {"name": f"n{i}"}) for i in range(3)]
         pending = await gate.propose("u1", requests, risk=Risk.LOW)

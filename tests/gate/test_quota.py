@@ -11,7 +11,7 @@ from voicegate.canonical import ARGUMENTS_BYTES, MAX_BYTES, canonical_json
 from voicegate.clock import ManualClock
 from voicegate.domain import Risk
 from voicegate.errors import ConfigError, Refused, Throttled
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.gate.quota import ProposalLimits, agent_id
 from voicegate.reasons import Reason
 from voicegate.secrets import Secret
@@ -35,7 +35,7 @@ def gate_over(store: Store, clock: ManualClock, limits: ProposalLimits = SMALL) 
     return Gate(
         store,
         executor=Upstream(),
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True),
         receipt_keys=keys(),
         clock=clock,
         limits=limits,

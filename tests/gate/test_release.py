@@ -6,7 +6,7 @@ from tests.gate.helpers import Upstream
 from voicegate import faults
 from voicegate.clock import ManualClock
 from voicegate.domain import Risk
-from voicegate.gate.core import Gate
+from voicegate.gate.core import Gate, GatePolicy
 from voicegate.reasons import Kind
 from voicegate.store.memory import MemoryStore
 
@@ -19,7 +19,7 @@ def gate_hearing(
     return Gate(
         store,
         executor=upstream,
-        is_write=lambda tool: tool.startswith("write_"),
+        policy=GatePolicy(is_write=lambda tool: tool.startswith("write_")),
         receipt_keys=keys(),
         clock=clock,
         on_step=steps.append,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from voicegate.domain import HighRiskStep, Risk
-from voicegate.errors import ConfigError
-from voicegate.gate.grant_rules import GrantRules
+from voicegate.errors import ConfigError, ConfigFieldError
+from voicegate.gate.grant_rules import GrantRules, parse_free
 from voicegate.mcp.policy import (
     OWN_TOOLS,
     Mode,
@@ -59,9 +61,10 @@ def test_last_matching_mode_glob_wins() -> None:
 
 
 @pytest.mark.parametrize("bad", ["token", "=token", "x=maybe"])
-def test_bad_mode_flags_are_config_errors(bad: str) -> None:
-    with pytest.raises(ConfigError):
+def test_a_bad_mode_is_refused_naming_the_modes_field(bad: str) -> None:
+    with pytest.raises(ConfigFieldError) as refused:
         parse_modes([bad])
+    assert refused.value.fields == {"modes"}
 
 
 def test_globs_split_on_commas_across_flags() -> None:
@@ -70,9 +73,10 @@ def test_globs_split_on_commas_across_flags() -> None:
 
 
 def test_pairs_keep_equals_signs_in_values_and_refuse_a_missing_one() -> None:
-    assert parse_pairs(["A=b=c"], "--env") == {"A": "b=c"}
-    with pytest.raises(ConfigError):
-        parse_pairs(["novalue"], "--env")
+    assert parse_pairs(["A=b=c"], "env") == {"A": "b=c"}
+    with pytest.raises(ConfigFieldError) as refused:
+        parse_pairs(["novalue"], "headers")
+    assert refused.value.fields == {"headers"}
 
 
 @pytest.mark.parametrize("name", ["pending_status", "withdraw", "list_pending", "choose_one"])
@@ -141,9 +145,32 @@ def test_the_high_risk_step_is_another_yes_unless_the_last_matching_glob_says_ot
 
 
 @pytest.mark.parametrize("bad", ["passkey", "=passkey", "x=fingerprint"])
-def test_bad_high_risk_step_flags_are_config_errors(bad: str) -> None:
-    with pytest.raises(ConfigError):
+def test_a_bad_high_risk_step_is_refused_naming_the_steps_field(bad: str) -> None:
+    with pytest.raises(ConfigFieldError) as refused:
         parse_steps([bad])
+    assert refused.value.fields == {"steps"}
+
+
+@pytest.mark.parametrize(
+    ("refuse", "field"),
+    [
+        (lambda: GrantRules(max_minutes=1441), "max_minutes"),
+        (lambda: GrantRules(max_minutes=-1), "max_minutes"),
+        (lambda: GrantRules(max_uses=1001), "max_uses"),
+        (lambda: parse_free(["write_note"]), "free"),
+        (lambda: parse_free(["write_note="]), "free"),
+        (lambda: parse_modes(["x=maybe"]), "modes"),
+        (lambda: parse_steps(["x=fingerprint"]), "steps"),
+        (lambda: parse_pairs(["novalue"], "env"), "env"),
+    ],
+)
+def test_a_refused_policy_value_names_its_field_and_no_flag(
+    refuse: Callable[[], object], field: str
+) -> None:
+    with pytest.raises(ConfigFieldError) as refused:
+        refuse()
+    assert refused.value.fields == {field}
+    assert "--" not in str(refused.value)
 
 
 def test_a_policy_that_matches_every_glob_warns_of_nothing() -> None:

@@ -18,7 +18,7 @@ from voicegate.clock import ManualClock
 from voicegate.device.intake import Intake
 from voicegate.device.routes import device_router
 from voicegate.domain import PendingSet, Risk, Status
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.limits import RateLimits, retry_after
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
@@ -39,7 +39,7 @@ def services_over(
     gate = Gate(
         store,
         executor=Executed(),
-        is_write=lambda t: True,
+        policy=GatePolicy(is_write=lambda t: True),
         receipt_keys=KeyRing.generate(),
         clock=clock,
     )

@@ -29,7 +29,7 @@ from voicegate.device.pairing import start_pairing
 from voicegate.device.routes import device_router
 from voicegate.device.signing import NONCE_HEADER, PENDING_HEADER
 from voicegate.domain import DeviceKind, PendingSet, Risk
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.limits import RateLimits
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Policy
@@ -51,7 +51,7 @@ SERVICES = Services(
     gate=Gate(
         STORE,
         executor=EXECUTED,
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True),
         receipt_keys=KeyRing.generate(),
         clock=CLOCK,
     ),

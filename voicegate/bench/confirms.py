@@ -30,7 +30,7 @@ from voicegate.domain import (
 )
 from voicegate.errors import MissingExtra, StoreUnavailable
 from voicegate.extras import need
-from voicegate.gate.core import ActionRequest, Gate, Outcome
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy, Outcome
 from voicegate.reasons import Kind
 from voicegate.secrets import KeyRing, generate_secret
 from voicegate.store import open_store
@@ -107,7 +107,7 @@ def gate_over(store: Store, keys: str, executor: Counter) -> Gate:
     return Gate(
         store,
         executor=executor,
-        is_write=lambda tool: True,
+        policy=GatePolicy(is_write=lambda tool: True),
         receipt_keys=KeyRing(keys),
         limits=None,
     )

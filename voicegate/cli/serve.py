@@ -280,9 +280,9 @@ def run_serve(args: argparse.Namespace) -> int:
     """Run ``voicegate serve``."""
     try:
         if args.upstream:
-            upstream = UpstreamSpec.from_url(args.upstream, parse_pairs(args.header, "--header"))
+            upstream = UpstreamSpec.from_url(args.upstream, parse_pairs(args.header, "headers"))
         else:
-            upstream = UpstreamSpec.from_command(args.upstream_cmd, parse_pairs(args.env, "--env"))
+            upstream = UpstreamSpec.from_command(args.upstream_cmd, parse_pairs(args.env, "env"))
         policy = Policy(
             reads=split_globs(args.reads),
             writes=split_globs(args.writes),
@@ -398,9 +398,10 @@ async def _serve(
     return 0 if served else 2
 
 
-# The flag that sets each field of ``ServerConfig`` a refusal may name: the configuration names
-# its fields, and the command line says them as the flags the user typed.
+# The flag that sets each configuration field a refusal may name (``ConfigFieldError``): the
+# configuration names its fields, and the command line says them as the flags the user typed.
 FLAGS = {
+    # ``ServerConfig``
     "db": "--db",
     "token": "--token",
     "rate_limits": "--rate-limit",
@@ -414,6 +415,15 @@ FLAGS = {
     "mail_to": "--mail",
     "smtp": "--smtp",
     "mail_from": "--mail-from",
+    # the operator's tool ``Policy`` and its ``GrantRules``
+    "modes": "--mode",
+    "steps": "--high-risk-step",
+    "max_minutes": "--grant-max",
+    "max_uses": "--grant-max-uses",
+    "free": "--grant-free",
+    # the ``UpstreamSpec``
+    "env": "--env",
+    "headers": "--header",
 }
 
 

@@ -51,8 +51,8 @@ def grant_router(services: Services) -> APIRouter:
         now = clock()
         return GrantList(
             grants=[GrantOut.of(g, now=now) for g in await gate.grants(device.user)],
-            max_minutes=gate.grant_rules.max_minutes,
-            max_uses=gate.grant_rules.max_uses,
+            max_minutes=gate.policy.grants.max_minutes,
+            max_uses=gate.policy.grants.max_uses,
         )
 
     @router.delete("/grants/{grant_id}", response_model=EndedOut, openapi_extra=SIGNED)

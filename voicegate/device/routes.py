@@ -434,7 +434,9 @@ def _spoken_grant(services: Services, minutes: int | None, uses: int | None) -> 
     whole answer (``GRANT_BEYOND_LIMIT``) and the user says or taps a shorter one."""
     if minutes is None:
         return None
-    return GrantAsk(minutes, uses if uses is not None else services.gate.grant_rules.spoken_uses())
+    return GrantAsk(
+        minutes, uses if uses is not None else services.gate.policy.grants.spoken_uses()
+    )
 
 
 def _passkey_ask(services: Services, pending: PendingSet, held: list[Passkey]) -> PasskeyAskOut:
@@ -461,8 +463,8 @@ def _grant_offer(services: Services, pending: PendingSet) -> GrantOfferOut | Non
     return GrantOfferOut(
         fixed=list(fixed),
         varying=list(varying),
-        max_minutes=gate.grant_rules.max_minutes,
-        max_uses=gate.grant_rules.max_uses,
+        max_minutes=gate.policy.grants.max_minutes,
+        max_uses=gate.policy.grants.max_uses,
     )
 
 

@@ -110,7 +110,7 @@ async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from voicegate.gate.core import Gate
+    from voicegate.gate.core import Gate, GatePolicy
     from voicegate.secrets import KeyRing
     from voicegate.settings import keys_for
     from voicegate.store import MemoryStore, SqliteStore, store_for
@@ -130,7 +130,7 @@ async def remote(url: str, db: str, token: str) -> AsyncIterator[RemoteHarness]:
             gate = Gate(
                 store,
                 executor=no_release,
-                is_write=WRITE_TOOL.__eq__,
+                policy=GatePolicy(is_write=WRITE_TOOL.__eq__),
                 receipt_keys=keys_for(db) or KeyRing.generate(),
                 # The eval proposes its cases itself and measures decisions, not agent bounds.
                 limits=None,

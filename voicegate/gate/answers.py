@@ -56,7 +56,7 @@ async def answer(w: Answering, evidence: Evidence) -> Outcome:
         pending,
         device,
         now=w.clock(),
-        device_refusal=w.device_refusal,
+        device_refusal=w.policy.device_refusal,
         before=addressed.checks,
         credential=credential,
         relying_party=w.relying_party,
@@ -99,7 +99,9 @@ async def answer(w: Answering, evidence: Evidence) -> Outcome:
     checks.ok(CheckName.EVIDENCE_CONSUMED_ONCE)
     # One set has one risk, and the operator's policy is read now: a set proposed at low risk
     # whose tool has since been made high-risk asks for the second yes all the same.
-    high = pending.risk is Risk.HIGH or any(w.risk_of(a.tool) is Risk.HIGH for a in pending.actions)
+    high = pending.risk is Risk.HIGH or any(
+        w.policy.risk_of(a.tool) is Risk.HIGH for a in pending.actions
+    )
     following = _next_stage(w, pending, verdict.chosen) if high else None
     if following is not None:
         return await _advance(w, evidence, pending, verdict.chosen, checks, following)
@@ -130,7 +132,7 @@ _ORDER = (Stage.CHOOSE, Stage.FINAL, Stage.PASSKEY)
 
 def _next_stage(w: Answering, pending: PendingSet, chosen: int) -> Stage | None:
     """The stage a high-risk set moves to after a yes at its current one, or None to release."""
-    step = w.step_of(pending.actions[chosen - 1].tool)
+    step = w.policy.step_of(pending.actions[chosen - 1].tool)
     later = _ORDER[_ORDER.index(pending.stage) + 1 :]
     return next((stage for stage in later if stage in step.stages), None)
 

@@ -54,7 +54,7 @@ async def run_confirmed(
     and ``proposed_at`` (when the approval was asked for) go into the receipt. A store that
     fails after the call raises ``Refused(OUTCOME_UNRECORDED)``: it ran, its receipt follows.
     """
-    if not w.is_write(request.tool):
+    if not w.policy.is_write(request.tool):
         raise Refused(Reason.NOT_A_WRITE)
     action = action_of(request)
     now = w.clock()

@@ -37,6 +37,6 @@ async def approve_all(w: Answering, evidences: Sequence[Evidence]) -> list[Outco
             continue  # refused below by its own answer, naming nothing of another user's
         if len(pending.actions) != 1:
             raise Refused(Reason.ALL_SEVERAL_CARDS)
-        if pending.risk is Risk.HIGH or w.risk_of(pending.actions[0].tool) is Risk.HIGH:
+        if pending.risk is Risk.HIGH or w.policy.risk_of(pending.actions[0].tool) is Risk.HIGH:
             raise Refused(Reason.ALL_HIGH_RISK)
     return [await answer(w, evidence) for evidence in evidences]

@@ -21,26 +21,16 @@ import time
 from collections.abc import Callable, Sequence
 
 from voicegate import faults
-from voicegate.domain import (
-    Check,
-    Evidence,
-    Grant,
-    HighRiskStep,
-    PendingSet,
-    Receipt,
-    Risk,
-)
+from voicegate.domain import Check, Evidence, Grant, PendingSet, Receipt, Risk
 from voicegate.gate import answers, approvals, batch, proposals, quota, settlement
 from voicegate.gate import grants as granting
-from voicegate.gate.backlog import RETRY_DELAYS, Backlog
+from voicegate.gate.backlog import Backlog
 from voicegate.gate.drafts import UNRECORDED
-from voicegate.gate.grant_rules import GrantRules
 from voicegate.gate.outcome import Outcome
 from voicegate.gate.proposals import MAX_CARDS, ActionRequest
 from voicegate.gate.settlement import MAY_HAVE_RUN, NEVER_RAN
-from voicegate.gate.wiring import DEFAULT_TIMING, Executor, Timing
+from voicegate.gate.wiring import DEFAULT_TIMING, Executor, GatePolicy, Timing
 from voicegate.passkey import RelyingParty
-from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.store.base import Store
 
@@ -52,6 +42,7 @@ __all__ = [
     "ActionRequest",
     "Executor",
     "Gate",
+    "GatePolicy",
     "Outcome",
     "Timing",
 ]
@@ -59,6 +50,12 @@ __all__ = [
 
 class Gate:
     """Pending card sets, the confirm checks, single-use release and receipts.
+
+    Its parts: the ``store``; the ``executor`` that runs a released write upstream; the
+    operator's ``policy`` (``GatePolicy``: which tools are writes, their risk, refusal and
+    second step, the upstream and the bounds on grants); the ``receipt_keys`` receipts are
+    sealed with; whom passkeys are made for (``relying_party``); the ``clock``; the ``timing``
+    of cards and the ``limits`` on proposals (None: unbounded); and two hooks.
 
     ``on_step`` hears each step of a release as it is passed (``faults.POINTS``); by default,
     ``faults.ignore``, it does nothing (the crash tests pass one that kills the process).
@@ -72,42 +69,27 @@ class Gate:
         store: Store,
         *,
         executor: Executor,
-        is_write: Callable[[str], bool],
+        policy: GatePolicy,
         receipt_keys: KeyRing,
-        device_refusal: Callable[[str], Reason | None] | None = None,
-        risk_of: Callable[[str], Risk] | None = None,
-        step_of: Callable[[str], HighRiskStep] | None = None,
         relying_party: RelyingParty | None = None,
         clock: Callable[[], float] = time.time,
         timing: Timing = DEFAULT_TIMING,
-        retry_delays: Sequence[float] = RETRY_DELAYS,
         limits: quota.ProposalLimits | None = quota.DEFAULT,
         on_step: Callable[[str], None] = faults.ignore,
         on_news: Callable[[str, PendingSet], None] | None = None,
-        upstream: str = "",
-        grant_rules: GrantRules | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
-        self.is_write = is_write
-        # Without a policy to ask: a registered write may be released, at the risk it was
-        # proposed with.
-        self.device_refusal = device_refusal or (
-            lambda tool: None if is_write(tool) else Reason.NOT_A_WRITE
-        )
-        self.risk_of = risk_of or (lambda tool: Risk.LOW)
-        # Without a policy to ask: the second step of a high-risk card is another yes.
-        self.step_of = step_of or (lambda tool: HighRiskStep.YES)
-        self.relying_party = relying_party
+        self.policy = policy
         self.receipt_keys = receipt_keys
+        self.relying_party = relying_party
         self.clock = clock
         self.timing = timing
-        self.backlog = Backlog(delays=retry_delays)
         self.limits = limits
         self.on_step = on_step
         self.on_news = on_news
-        self.upstream = upstream
-        self.grant_rules = grant_rules if grant_rules is not None else GrantRules()
+        # What the store could not take yet, retried (``backlog.RETRY_DELAYS``); tests swap it.
+        self.backlog = Backlog()
 
     # -- proposing and reading: voicegate.gate.proposals --------------------------------------
 

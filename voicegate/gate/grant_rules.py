@@ -1,7 +1,9 @@
 """The operator's bounds on grants: how long and how often, which arguments may vary, which tools
 never get one (``serve --grant-max``, ``--grant-max-uses``, ``--grant-free``, ``--no-grants``).
 
-Values only: the gate's rooms read these, and this module reads none of them.
+Values only: the gate's rooms read these, and this module reads none of them. A value refused is
+a ``ConfigFieldError`` naming the field of ``GrantRules`` it is for; the command line says it as
+its flag.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from voicegate.errors import ConfigError
+from voicegate.errors import ConfigFieldError
 
 __all__ = [
     "DEFAULT_MAX_MINUTES",
@@ -51,9 +53,17 @@ class GrantRules:
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_minutes <= MOST_MINUTES:
-            raise ConfigError(f"--grant-max is 0 to {MOST_MINUTES} minutes (0: no grants)")
+            raise ConfigFieldError(
+                "{max_minutes} is 0 to {most} minutes (0: no grants), not {value}",
+                most=MOST_MINUTES,
+                value=self.max_minutes,
+            )
         if not 0 <= self.max_uses <= MOST_USES:
-            raise ConfigError(f"--grant-max-uses is 0 to {MOST_USES} (0: no grants)")
+            raise ConfigFieldError(
+                "{max_uses} is 0 to {most} (0: no grants), not {value}",
+                most=MOST_USES,
+                value=self.max_uses,
+            )
 
     @property
     def on(self) -> bool:
@@ -76,13 +86,13 @@ class GrantRules:
 
 
 def parse_free(values: Sequence[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Parse ``TOOLGLOB=arg,arg`` pairs of ``--grant-free``; a pair without ``=`` or names is a
-    ``ConfigError``."""
+    """Parse ``TOOLGLOB=arg,arg`` pairs for ``GrantRules.free`` (``--grant-free``); a pair without
+    ``=`` or names is a ``ConfigFieldError`` naming ``free``."""
     out: list[tuple[str, tuple[str, ...]]] = []
     for value in values or ():
         pattern, sep, names = value.partition("=")
         named = tuple(n.strip() for n in names.split(",") if n.strip())
         if not sep or not pattern.strip() or not named:
-            raise ConfigError(f"--grant-free needs TOOLGLOB=ARG[,ARG...], got {value!r}")
+            raise ConfigFieldError("{free} needs TOOLGLOB=ARG[,ARG...], got {value!r}", value=value)
         out.append((pattern.strip(), named))
     return tuple(out)

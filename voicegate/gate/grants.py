@@ -100,13 +100,18 @@ def refusal(w: Granting, pending: PendingSet, ask: GrantAsk) -> Reason | None:
     (it asks for its own second step every time), a tool not approved on the device (token or
     reject mode), one the operator turned grants off for, nor past the operator's bounds.
     """
-    rules = w.grant_rules
+    policy = w.policy
+    rules = policy.grants
     if len(pending.actions) != 1:
         return Reason.GRANT_SEVERAL_CARDS
     tool = pending.actions[0].tool
-    if pending.risk is Risk.HIGH or w.risk_of(tool) is Risk.HIGH:
+    if pending.risk is Risk.HIGH or policy.risk_of(tool) is Risk.HIGH:
         return Reason.GRANT_HIGH_RISK
-    if pending.mode != "device" or w.device_refusal(tool) is not None or not rules.allows(tool):
+    if (
+        pending.mode != "device"
+        or policy.device_refusal(tool) is not None
+        or not rules.allows(tool)
+    ):
         return Reason.GRANT_OFF
     if not 1 <= ask.minutes <= rules.max_minutes or not 1 <= ask.uses <= rules.max_uses:
         return Reason.GRANT_BEYOND_LIMIT
@@ -119,7 +124,7 @@ def offer(w: Granting, pending: PendingSet) -> tuple[tuple[str, ...], tuple[str,
     if pending.stage is not Stage.CHOOSE or refusal(w, pending, GrantAsk(1, 1)) is not None:
         return None
     action = pending.actions[0]
-    fixed, varying = split(action.arguments, w.grant_rules.free_for(action.tool))
+    fixed, varying = split(action.arguments, w.policy.grants.free_for(action.tool))
     return tuple(sorted(fixed)), varying
 
 
@@ -130,12 +135,12 @@ def plan(w: Granting, evidence: Evidence, pending: PendingSet) -> Grant:
     action = pending.actions[0]
     # Free only what the page showed as varying: a free name the approved call did not have
     # stays out (fixed as absent), so a later call that adds it makes a card.
-    fixed, free = split(action.arguments, w.grant_rules.free_for(action.tool))
+    fixed, free = split(action.arguments, w.policy.grants.free_for(action.tool))
     now = w.clock()
     return Grant(
         id="g_" + secrets.token_urlsafe(12),
         user=pending.user,
-        upstream=w.upstream,
+        upstream=w.policy.upstream,
         tool=action.tool,
         fixed=fixed,
         fixed_hash=fixed_hash(action.tool, fixed),
@@ -178,15 +183,15 @@ async def use(
     The policy is read now: a tool made high-risk, moved off the device or whose grants were
     turned off since the grant was made runs under no grant.
     """
-    if w.risk_of(tool) is Risk.HIGH or w.device_refusal(tool) is not None:
+    if w.policy.risk_of(tool) is Risk.HIGH or w.policy.device_refusal(tool) is not None:
         return None
-    if not w.grant_rules.allows(tool):
+    if not w.policy.grants.allows(tool):
         return None
     now = w.clock()
     for grant in await w.store.grants.live(user, now):
-        if not fits(grant, upstream=w.upstream, tool=tool, arguments=arguments):
+        if not fits(grant, upstream=w.policy.upstream, tool=tool, arguments=arguments):
             continue
-        if not within(w.grant_rules, grant):
+        if not within(w.policy.grants, grant):
             continue
         # Revoking a device ends its grants (``GrantStore.end_for_device``); a device revoked
         # some other way still makes nothing run.

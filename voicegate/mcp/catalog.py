@@ -15,6 +15,7 @@ from mcp.types import CallToolResult, Tool
 
 from voicegate.domain import HighRiskStep, Risk
 from voicegate.errors import ConfigError, Refused, VoicegateError
+from voicegate.gate.wiring import GatePolicy
 from voicegate.mcp import input_schema
 from voicegate.mcp.policy import (
     OWN_TOOLS,
@@ -36,7 +37,8 @@ class UpstreamToolError(VoicegateError):
 
 
 class Catalog:
-    """Upstream tools, classified by the policy; the executor and ``is_write`` of the gate."""
+    """Upstream tools, classified by the policy; the executor and the ``GatePolicy`` of the
+    gate."""
 
     def __init__(self, pool: UpstreamPool, policy: Policy) -> None:
         self.pool = pool
@@ -130,6 +132,18 @@ class Catalog:
     def step_of(self, name: str) -> HighRiskStep:
         """What a high-risk card of ``name`` asks after its choice (``--high-risk-step``)."""
         return self.policy.step_for(name)
+
+    def gate_policy(self, upstream: str) -> GatePolicy:
+        """The policy the gate asks: this catalog's answers for each tool as it stands when
+        asked, ``upstream`` (the identity grants bind), and the operator's bounds on grants."""
+        return GatePolicy(
+            is_write=self.is_write,
+            refusal=self.device_refusal,
+            risk_of=self.risk_of,
+            step_of=self.step_of,
+            upstream=upstream,
+            grants=self.policy.grants,
+        )
 
     def reads_line(self) -> str:
         """Which listed tools pass straight through as reads, and why, in one line."""

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from voicegate.domain import PendingSet, Risk
 from voicegate.errors import Refused, StoreUnavailable
-from voicegate.gate.core import ActionRequest, Gate
+from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.gate.grant_rules import GrantRules
 from voicegate.mcp import choices, replies
 from voicegate.reasons import Reason
@@ -57,12 +57,15 @@ class GatedServer:
         self.gate = Gate(
             store,
             executor=self._execute,
-            is_write=lambda tool: tool in self._writes,
+            policy=GatePolicy(
+                is_write=lambda tool: tool in self._writes,
+                # No grants here: a write's risk may depend on its arguments (``RiskRule``), which
+                # the gate does not see when a grant would be spent. The device is never offered
+                # one.
+                grants=GrantRules(max_minutes=0),
+            ),
             receipt_keys=receipt_keys or KeyRing.generate(),
             clock=clock,
-            # No grants here: a write's risk may depend on its arguments (``RiskRule``), which the
-            # gate does not see when a grant would be spent. The device is never offered one.
-            grant_rules=GrantRules(max_minutes=0),
         )
         self._add_own_tools()
 

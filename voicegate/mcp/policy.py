@@ -2,7 +2,9 @@
 
 Pure: values in, values out. The operator's globs decide; an upstream's ``readOnlyHint`` is an
 untrusted claim, honoured only when the operator did not ask for ``strict``. Anything the rules
-do not call a read is a write, so a tool nobody thought about waits for the user.
+do not call a read is a write, so a tool nobody thought about waits for the user. A value refused
+is a ``ConfigFieldError`` naming the field it is for (``modes``, ``steps``, an upstream's ``env``
+or ``headers``); the command line says it as its flag.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from voicegate.domain import HighRiskStep, Risk
-from voicegate.errors import ConfigError
+from voicegate.errors import ConfigError, ConfigFieldError
 from voicegate.gate.grant_rules import GrantRules
 
 # The gate's own agent-facing tools; an upstream tool of the same name would be shadowed.
@@ -119,44 +121,51 @@ def split_globs(values: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def parse_modes(values: Sequence[str] | None) -> tuple[tuple[str, Mode], ...]:
-    """Parse ``GLOB=MODE`` pairs; an unknown mode is a ``ConfigError``."""
+    """Parse ``GLOB=MODE`` pairs for ``Policy.modes``; a pair without ``=`` or with an unknown
+    mode is a ``ConfigFieldError`` naming ``modes``."""
     out: list[tuple[str, Mode]] = []
     for value in values or ():
         pattern, sep, name = value.rpartition("=")
         if not sep or not pattern:
-            raise ConfigError(f"--mode needs GLOB=MODE, got {value!r}")
+            raise ConfigFieldError("{modes} needs GLOB=MODE, got {value!r}", value=value)
         try:
             out.append((pattern, Mode(name.strip())))
         except ValueError:
-            choices = ", ".join(m.value for m in Mode)
-            raise ConfigError(f"--mode {value!r}: mode must be one of {choices}") from None
-    return tuple(out)
-
-
-def parse_steps(values: Sequence[str] | None) -> tuple[tuple[str, HighRiskStep], ...]:
-    """Parse ``GLOB=STEP`` pairs of ``--high-risk-step``; an unknown step is a ``ConfigError``."""
-    out: list[tuple[str, HighRiskStep]] = []
-    for value in values or ():
-        pattern, sep, name = value.rpartition("=")
-        if not sep or not pattern:
-            raise ConfigError(f"--high-risk-step needs GLOB=STEP, got {value!r}")
-        try:
-            out.append((pattern, HighRiskStep(name.strip())))
-        except ValueError:
-            choices = ", ".join(s.value for s in HighRiskStep)
-            raise ConfigError(
-                f"--high-risk-step {value!r}: step must be one of {choices}"
+            raise ConfigFieldError(
+                "{modes} {value!r}: mode must be one of {choices}",
+                value=value,
+                choices=", ".join(m.value for m in Mode),
             ) from None
     return tuple(out)
 
 
-def parse_pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
-    """Parse ``KEY=VALUE`` pairs (``--env``, ``--header``); a missing ``=`` is a ``ConfigError``."""
+def parse_steps(values: Sequence[str] | None) -> tuple[tuple[str, HighRiskStep], ...]:
+    """Parse ``GLOB=STEP`` pairs for ``Policy.steps`` (``--high-risk-step``); a pair without ``=``
+    or with an unknown step is a ``ConfigFieldError`` naming ``steps``."""
+    out: list[tuple[str, HighRiskStep]] = []
+    for value in values or ():
+        pattern, sep, name = value.rpartition("=")
+        if not sep or not pattern:
+            raise ConfigFieldError("{steps} needs GLOB=STEP, got {value!r}", value=value)
+        try:
+            out.append((pattern, HighRiskStep(name.strip())))
+        except ValueError:
+            raise ConfigFieldError(
+                "{steps} {value!r}: step must be one of {choices}",
+                value=value,
+                choices=", ".join(s.value for s in HighRiskStep),
+            ) from None
+    return tuple(out)
+
+
+def parse_pairs(values: Sequence[str] | None, field: str) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` pairs for ``field`` of an ``UpstreamSpec`` (``env``, ``headers``); a
+    missing ``=`` is a ``ConfigFieldError`` naming ``field``."""
     out: dict[str, str] = {}
     for value in values or ():
         key, sep, val = value.partition("=")
         if not sep or not key:
-            raise ConfigError(f"{flag} needs KEY=VALUE, got {value!r}")
+            raise ConfigFieldError("{" + field + "} needs KEY=VALUE, got {value!r}", value=value)
         out[key] = val
     return out
 
