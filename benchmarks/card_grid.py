@@ -24,12 +24,12 @@ from pathlib import Path
 from calibrate import CARD_GRID, hear_one, load, record
 
 from voicegate.domain import Decision
-from voicegate.eval import manifest
-from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import hypotheses, read_transcript
 from voicegate.voice.transcribe import Hearing, Transcriber
+from voicegate_lab.eval import manifest
+from voicegate_lab.eval.manifest import Case
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "corpus"
 MODEL = "tiny.en"

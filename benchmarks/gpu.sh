@@ -28,13 +28,13 @@ fi
 # 13's libraries only, while CTranslate2's wheels load CUDA 12's cuBLAS (libcublas.so.12), a
 # 554 MiB wheel, far over what a call may carry (docs/benchmarks.md, "GPU").
 if timeout 30 .venv/bin/pip index versions --timeout 5 --retries 0 ctranslate2 >/dev/null 2>&1; then
-    if ! .venv/bin/python -c "import voicegate.bench, faster_whisper" 2>/dev/null; then
-        .venv/bin/pip install -q -e . || unavailable "pip install -e . failed"
+    if ! .venv/bin/python -c "import voicegate_lab.bench, faster_whisper" 2>/dev/null; then
+        .venv/bin/pip install -q -e . -e lab || unavailable "pip install -e . -e lab failed"
     fi
     .venv/bin/pip install -q nvidia-cublas-cu12 "nvidia-cudnn-cu12==9.*" ||
         unavailable "the CUDA 12 cuBLAS and cuDNN 9 wheels did not install"
 else
-    .venv/bin/python -c "import voicegate.bench, faster_whisper" 2>/dev/null ||
+    .venv/bin/python -c "import voicegate_lab.bench, faster_whisper" 2>/dev/null ||
         unavailable "no package index here, and voicegate is not installed in .venv"
     .venv/bin/python -c "import ctypes; ctypes.CDLL('libcublas.so.12')" 2>/dev/null ||
         unavailable "no package index here, and no CUDA 12 cuBLAS (libcublas.so.12) for CTranslate2"

@@ -35,11 +35,11 @@ from pathlib import Path
 from calibrate import hear_one, load, record
 
 from voicegate.domain import Decision
-from voicegate.eval import manifest
-from voicegate.eval.manifest import Case
 from voicegate.reasons import Kind
 from voicegate.voice import calibration, consent, decision
 from voicegate.voice.hypotheses import LEXICONS, SPOKEN, hypotheses, read_transcript
+from voicegate_lab.eval import manifest
+from voicegate_lab.eval.manifest import Case
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fixtures" / "audio" / "corpus"

@@ -1,13 +1,17 @@
 """The extras: a plain install has no test, plotting or PostgreSQL stack, scripts/setup-dev
-installs every extra and the locked dev tools, and a command that needs a missing extra says
-which in one line and exits 2."""
+installs every extra, the lab and the locked dev tools, and a command that needs a missing extra
+or the lab says which in one line and exits 2."""
 
 from __future__ import annotations
 
 import re
 import sys
 import tomllib
+from collections.abc import Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.requirements import Requirement
@@ -16,7 +20,7 @@ from packaging.version import Version
 
 from tests.conftest import ROOT
 from voicegate.cli import main
-from voicegate.errors import DISTRIBUTION, ConfigError, MissingExtra
+from voicegate.errors import DISTRIBUTION, LAB_DISTRIBUTION, ConfigError, MissingExtra
 from voicegate.extras import EXTRA_OF, need
 from voicegate.store import store_for
 
@@ -25,6 +29,7 @@ PROJECT = PYPROJECT["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
 GROUPS: dict[str, list[str | dict[str, str]]] = PYPROJECT["dependency-groups"]
 LOCK = tomllib.loads((ROOT / "pylock.dev.toml").read_text())
+LAB = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text())["project"]
 
 
 def names(requirements: list[str]) -> set[str]:
@@ -41,6 +46,17 @@ def group(name: str) -> list[Requirement]:
         else:
             found.append(Requirement(entry))
     return found
+
+
+class NoLab(MetaPathFinder):
+    """Finds no ``voicegate_lab``, whatever is installed: the lab as a plain install lacks it."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname == "voicegate_lab":
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
 
 
 @pytest.fixture
@@ -66,12 +82,24 @@ def test_the_dev_tools_are_a_dependency_group_and_not_an_extra() -> None:
     assert {r.name for r in group("dev")} == {r.name for r in group("test") + group("lint")}
 
 
-def test_setup_dev_installs_the_locked_dev_tools_and_every_extra() -> None:
+def test_setup_dev_installs_the_locked_dev_tools_every_extra_and_the_lab() -> None:
     script = (ROOT / "scripts" / "setup-dev").read_text()
     assert "pip install -q -r pylock.dev.toml" in script
-    installed = re.findall(r'pip install -q -e "\.\[([a-z,]+)\]"', script)
+    installed = re.findall(r'pip install -q -e "\.\[([a-z,]+)\]" -e lab$', script, re.MULTILINE)
     assert len(installed) == 1
-    assert set(installed[0].split(",")) == set(EXTRAS) == {"eval", "hindi", "postgres", "train"}
+    assert set(installed[0].split(",")) == set(EXTRAS) == {"hindi", "postgres", "train"}
+
+
+def test_the_lab_is_its_own_distribution_on_top_of_the_package() -> None:
+    assert LAB["name"] == LAB_DISTRIBUTION
+    assert DISTRIBUTION in names(LAB["dependencies"])
+    # The lab's own stack stays out of the server's install.
+    assert names(LAB["dependencies"]) - {DISTRIBUTION} == {"matplotlib", "tqdm"}
+    assert not names(LAB["dependencies"]) & names(PROJECT["dependencies"])
+    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"] == [
+        "voicegate",
+        "voicegate.*",
+    ]
 
 
 def test_the_lock_pins_every_dev_tool_at_a_version_the_group_allows() -> None:
@@ -83,7 +111,7 @@ def test_the_lock_pins_every_dev_tool_at_a_version_the_group_allows() -> None:
 
 
 def test_an_installed_extra_module_is_imported() -> None:
-    assert need("tqdm", "voicegate eval").__name__ == "tqdm"
+    assert need("asyncpg", "a PostgreSQL store").__name__ == "asyncpg"
 
 
 @pytest.mark.usefixtures("no_driver")
@@ -118,15 +146,20 @@ def test_a_command_on_postgresql_without_the_driver_names_the_extra_in_one_line(
     assert said.count("\n") == 1 and "pip install 'voicegate-mcp[postgres]'" in said
 
 
-def test_eval_without_its_extra_names_it_before_running(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "argv", [["eval", "--manifest", "cases.jsonl"], ["bench", "core", "--quick"], ["eval", "-h"]]
+)
+def test_a_command_of_the_lab_without_the_lab_names_it_in_one_line(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "tqdm", None)
-    manifest = tmp_path / "cases.jsonl"
-    manifest.write_text("")
-    assert main(["eval", "--manifest", str(manifest)]) == 2
+    # As in a plain install: no module of the lab loaded, and none to find.
+    for name in [m for m in sys.modules if m.split(".")[0] == "voicegate_lab"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [NoLab(), *sys.meta_path])
+    assert main(argv) == 2
     said = capsys.readouterr().err
-    assert said.count("\n") == 1 and "pip install 'voicegate-mcp[eval]'" in said
+    assert said.count("\n") == 1 and f"needs {LAB_DISTRIBUTION}" in said
+    assert "pip install -e lab" in said
 
 
 def test_the_distribution_is_named_once_and_installs_by_that_name() -> None:

@@ -1,4 +1,5 @@
-"""The package's file graph has no import circles (read with ast, nothing imported)."""
+"""The file graphs of the package and of the lab have no import circles (read with ast, nothing
+imported)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "voicegate"
+# The evaluation kit and the benchmarks: a package of their own, on top of ``voicegate``.
+LAB = PACKAGE.parent / "lab" / "voicegate_lab"
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {_module_name(path, package): path for path in sorted(package.rglob("*.py"))}
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
@@ -64,9 +69,9 @@ def _edges(module: str, path: Path, modules: dict[str, Path]) -> dict[str, set[s
 
 
 @cache
-def _graph() -> dict[str, dict[str, set[str]]]:
-    """Each package module, with the package modules it imports and the names it takes."""
-    modules = _modules()
+def _graph(package: Path = PACKAGE) -> dict[str, dict[str, set[str]]]:
+    """Each module of ``package``, with the modules of it it imports and the names it takes."""
+    modules = _modules(package)
     return {name: _edges(name, path, modules) for name, path in modules.items()}
 
 
@@ -121,8 +126,9 @@ def _describe(component: list[str], graph: dict[str, dict[str, set[str]]]) -> st
     return "\n".join(lines)
 
 
-def test_package_modules_import_each_other_without_circles() -> None:
-    graph = _graph()
+@pytest.mark.parametrize("package", [PACKAGE, LAB], ids=["voicegate", "voicegate_lab"])
+def test_package_modules_import_each_other_without_circles(package: Path) -> None:
+    graph = _graph(package)
     circles = _circles(graph)
     assert not circles, "\n".join(_describe(c, graph) for c in circles)
 

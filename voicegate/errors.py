@@ -9,7 +9,8 @@ VoicegateError                 every error voicegate raises on purpose
 ├── StoreUnavailable           the store could not be reached; always fails closed
 ├── ConfigError                the server was asked to start in an unsafe way
 │   ├── ConfigFieldError       a value refused for a field of the configuration
-│   └── MissingExtra(extra)    a command needs an optional extra that is not installed
+│   ├── MissingExtra(extra)    a command needs an optional extra that is not installed
+│   └── MissingLab(command)    a command of the lab (eval, bench), which the wheel does not ship
 └── ModelError                 a recogniser model is missing or does not verify
 """
 
@@ -125,11 +126,26 @@ DISTRIBUTION = "voicegate-mcp"
 
 
 class MissingExtra(ConfigError):
-    """What was asked needs an optional extra (``[postgres]``, ``[eval]``) not installed here."""
+    """What was asked needs an optional extra (``[postgres]``, ``[hindi]``) not installed here."""
 
     def __init__(self, needs: str, extra: str) -> None:
         self.extra = extra
         super().__init__(f"{needs} needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+
+
+# The evaluation kit and the benchmarks: ``lab/`` of a source checkout, never in the wheel.
+LAB_DISTRIBUTION = "voicegate-mcp-lab"
+
+
+class MissingLab(ConfigError):
+    """``voicegate eval`` or ``bench`` was asked for where the lab is not installed."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        super().__init__(
+            f"voicegate {command} needs {LAB_DISTRIBUTION}, which comes with the source, "
+            "not the wheel: in a checkout, pip install -e lab"
+        )
 
 
 class HearingUnavailable(VoicegateError):

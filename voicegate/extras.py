@@ -1,10 +1,9 @@
 """The optional extras of the package and the modules each brings.
 
 A plain ``pip install voicegate-mcp`` runs the gate on SQLite or in memory. ``[postgres]`` brings
-the PostgreSQL driver; ``[eval]`` the corpus runner's progress bar and the report's plots;
-``[hindi]`` the multilingual model (``voicegate.voice.models`` names it itself). Code that
-needs one imports its module through ``need``, so a missing extra is one ``MissingExtra``
-naming the install command, never an ``ImportError`` from deep inside.
+the PostgreSQL driver; ``[hindi]`` the multilingual model (``voicegate.voice.models`` names it
+itself). Code that needs one imports its module through ``need``, so a missing extra is one
+``MissingExtra`` naming the install command, never an ``ImportError`` from deep inside.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from voicegate.errors import MissingExtra
 # module -> the extra that installs it
 EXTRA_OF: dict[str, str] = {
     "asyncpg": "postgres",
-    "tqdm": "eval",
-    "matplotlib": "eval",
 }
 
 

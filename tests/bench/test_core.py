@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voicegate.bench.core import REPETITIONS, run_core
+from voicegate_lab.bench.core import REPETITIONS, run_core
 
 
 def test_run_core_reports_three_rates() -> None:

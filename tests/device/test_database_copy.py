@@ -25,12 +25,12 @@ from voicegate.device import pairing, signing
 from voicegate.device.routes import device_router
 from voicegate.domain import Device, DeviceKind, Risk
 from voicegate.errors import DeviceRefused
-from voicegate.eval.agent_forgery import stored_values
 from voicegate.gate.core import ActionRequest, Gate, GatePolicy
 from voicegate.reasons import Reason
 from voicegate.secrets import KeyRing
 from voicegate.services import Services
 from voicegate.store import open_store
+from voicegate_lab.eval.agent_forgery import stored_values
 
 NOTE = ActionRequest("write_note", {"name": "door", "text": "unlock"})
 JSON = {"Content-Type": "application/json"}

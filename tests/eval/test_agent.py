@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from voicegate.eval import agent, agent_actors
-from voicegate.eval.agent_actors import Call, looks_like
 from voicegate.gate import card
+from voicegate_lab.eval import agent, agent_actors
+from voicegate_lab.eval.agent_actors import Call, looks_like
 
 PAY = Call("send_payment", {"to": "asha", "amount": 50})
 

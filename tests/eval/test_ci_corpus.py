@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import FIXTURES, FSDD, require
-from voicegate.eval import local, runner
-from voicegate.eval.manifest import load
-from voicegate.eval.report import summary
+from voicegate_lab.eval import local, runner
+from voicegate_lab.eval.manifest import load
+from voicegate_lab.eval.report import summary
 
 CI_MANIFEST = FIXTURES / "corpus" / "manifest-ci.jsonl"
 

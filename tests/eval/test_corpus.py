@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, FSDD, require
-from voicegate.eval.manifest import Case, load
 from voicegate.reasons import Kind
+from voicegate_lab.eval.manifest import Case, load
 
 CORPUS = FIXTURES / "corpus"
 CLASSES = {

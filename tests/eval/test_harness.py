@@ -6,9 +6,9 @@ import pytest
 
 from voicegate.clock import ManualClock
 from voicegate.errors import ConfigError
-from voicegate.eval import harness, local
 from voicegate.limits import GLOBAL_LIMIT, PairingLimits
 from voicegate.settings import ServerConfig
+from voicegate_lab.eval import harness, local
 
 WINDOW = 600.0
 # One pairing in all per window: the second user's phone finds the budget spent.

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from voicegate.domain import Decision, Stage
-from voicegate.eval.manifest import Case, ManifestError, case_to_dict, load, parse, parse_expect
 from voicegate.reasons import Kind
+from voicegate_lab.eval.manifest import Case, ManifestError, case_to_dict, load, parse, parse_expect
 
 BASE = Path("/corpus")
 

@@ -20,10 +20,10 @@ import pytest
 from tests.conftest import FIXTURES, ROOT, require
 from tests.reliability.cluster import Served, free_port, running
 from voicegate import cli
-from voicegate.cli import eval as eval_cli
 from voicegate.cli.arguments import DB_ENV
 from voicegate.reasons import Reason
 from voicegate.store import open_store
+from voicegate_lab.cli import eval as eval_cli
 
 CLIPS = FIXTURES / "corpus" / "clips"
 GENUINE = "0002-genuine-en-en-us_f3-s175p50.ogg"  # "two", three cards open

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicegate.eval.manifest import parse
-from voicegate.eval.report import (
+from voicegate_lab.eval.manifest import parse
+from voicegate_lab.eval.report import (
     Result,
     confusion,
     expected_write,

@@ -18,16 +18,16 @@ import pytest
 import soundfile as sf
 
 from tests.device.test_enrol import take
-from voicegate.cli import eval as eval_cli
 from voicegate.cli import main
 from voicegate.domain import Decision, Stage
-from voicegate.eval import local, outputs, runner
-from voicegate.eval.manifest import Case, load, parse_expect
-from voicegate.eval.report import summary
 from voicegate.reasons import Kind, Reason
 from voicegate.store.base import Store
 from voicegate.voice.calibration import Calibration
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
+from voicegate_lab.cli import eval as eval_cli
+from voicegate_lab.eval import local, outputs, runner
+from voicegate_lab.eval.manifest import Case, load, parse_expect
+from voicegate_lab.eval.report import summary
 
 CASES = [
     ("pick-two", 3, "choose", "choose:2"),

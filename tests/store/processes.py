@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from voicegate.bench.race import race as start_together
 from voicegate.store import open_store
+from voicegate_lab.bench.race import race as start_together
 
 ROOT = Path(__file__).resolve().parents[2]
 

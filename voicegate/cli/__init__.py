@@ -1,9 +1,10 @@
 """The ``voicegate`` command line: one module per command group, each imported only to run.
 
 ``serve`` (serve, demo), ``devices`` (pair, devices, answers, cards, passkeys, grants),
-``receipts``, ``voice`` (models, decide), ``worker``, ``eval`` and ``bench``. Each holds its
-commands' arguments and the glue that calls into the domain code; no domain module imports this
-package.
+``receipts``, ``voice`` (models, decide) and ``worker``. Each holds its commands' arguments and
+the glue that calls into the domain code; no domain module imports this package. ``eval`` and
+``bench`` are the lab's (``voicegate_lab.cli``): a source checkout installs it beside the
+package, and where it is missing they say so in one line and exit 2.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from voicegate.errors import MissingLab
 
 # The first line of ``voicegate --help``: what voicegate is, for someone who just installed it.
 DESCRIPTION = (
@@ -38,6 +41,10 @@ HELP: dict[str, str] = {
     "passkeys": "List or remove a user's passkeys",
     "grants": "List live grants (approvals the user allowed again for a while), or end one",
 }
+
+# The commands whose code is the lab (``lab/``, the voicegate-mcp-lab distribution): the
+# evaluation kit and the benchmarks, which a source checkout has and the wheel does not ship.
+LAB = ("bench", "eval")
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -79,19 +86,34 @@ def command(name: str) -> tuple[AddArguments, Run]:
         from voicegate.cli import receipts
 
         return receipts.add_arguments, receipts.run
-    if name == "eval":
-        from voicegate.cli import eval as evaluation
-
-        return evaluation.add_arguments, evaluation.run
+    if name in LAB:
+        return _lab(name)
     if name == "worker":
         from voicegate.cli import worker
 
         return worker.add_arguments, worker.run
-    if name == "bench":
-        from voicegate.cli import bench
+    raise KeyError(name)
+
+
+def _lab(name: str) -> tuple[AddArguments, Run]:
+    """``eval`` or ``bench`` from the lab; ``MissingLab`` where it is not installed.
+
+    The only import of ``voicegate_lab`` in the package: the lab builds on the package, never
+    the other way (tests/test_layers.py holds both to it).
+    """
+    try:
+        if name == "eval":
+            from voicegate_lab.cli import eval as evaluation
+
+            return evaluation.add_arguments, evaluation.run
+        from voicegate_lab.cli import bench
 
         return bench.add_arguments, bench.run
-    raise KeyError(name)
+    except ModuleNotFoundError as exc:
+        # Only the lab itself counts as missing; a broken install inside it is a bug to see.
+        if exc.name != "voicegate_lab":
+            raise
+        raise MissingLab(name) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -132,8 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``voicegate`` script."""
     words = list(sys.argv[1:] if argv is None else argv)
     name = next((w for w in words if not w.startswith("-")), None)
-    args = build_parser(name).parse_args(words)
-    _, run = command(args.command)
+    try:
+        args = build_parser(name).parse_args(words)
+        _, run = command(args.command)
+    except MissingLab as exc:
+        print(exc, file=sys.stderr)
+        return 2
     try:
         status = run(args)
         sys.stdout.flush()

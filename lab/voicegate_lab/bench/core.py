@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from voicegate.bench.confirms import StoreMissing, confirms_per_s, scratch_url
-from voicegate.bench.measure import Options
 from voicegate.canonical import args_hash
 from voicegate.secrets import KeyRing
 from voicegate.tokens import TokenCodec
+from voicegate_lab.bench.confirms import StoreMissing, confirms_per_s, scratch_url
+from voicegate_lab.bench.measure import Options
 
 REPETITIONS = 5
 BACKENDS = ("memory", "sqlite", "postgres")

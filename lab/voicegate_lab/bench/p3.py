@@ -29,8 +29,8 @@ import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from voicegate.bench.measure import Options, median, ms
 from voicegate.mcp.http_client import mcp_http_client
+from voicegate_lab.bench.measure import Options, median, ms
 
 READ = "list_notes"
 # A read with an argument: the SDK checks a 2026-07-28 call's arguments against the tool's schema.
@@ -55,7 +55,7 @@ async def _run(options: Options) -> dict[str, Any]:
         "--db", "memory", "--token", TOKEN, "--port", "{port}",
     ]  # fmt: skip
     floor_cmd = [
-        sys.executable, "-m", "uvicorn", "--factory", "voicegate.bench.p3:notes_http_app",
+        sys.executable, "-m", "uvicorn", "--factory", "voicegate_lab.bench.p3:notes_http_app",
         "--port", "{port}", "--log-level", "warning",
     ]  # fmt: skip
     # The same gate with the agent on its stdin and stdout, as an MCP host starts a server.

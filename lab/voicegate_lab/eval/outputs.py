@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voicegate.eval import report
+from voicegate_lab.eval import report
 
 
 def write(

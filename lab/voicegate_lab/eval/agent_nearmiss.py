@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from voicegate.eval.agent_actors import Call
-from voicegate.eval.agent_rig import AgentCase, Rig
 from voicegate.mcp.token_mode import TOKEN_ARG
+from voicegate_lab.eval.agent_actors import Call
+from voicegate_lab.eval.agent_rig import AgentCase, Rig
 
 FAMILY = "near_miss"
 PAY = Call("send_payment", {"to": "asha", "amount": 50})

@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 
 from voicegate.device import signing
-from voicegate.eval.agent_actors import Call, looks_like
-from voicegate.eval.agent_rig import AgentCase, Play, Rig, b64url
 from voicegate.limits import RateLimits
+from voicegate_lab.eval.agent_actors import Call, looks_like
+from voicegate_lab.eval.agent_rig import AgentCase, Play, Rig, b64url
 
 FAMILY = "grant"
 # The uses the user allows in the cases that grant; the agent then tries more than that.

@@ -46,7 +46,6 @@ from voicegate.canonical import canonical_json
 from voicegate.clock import ManualClock
 from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind
-from voicegate.eval.agent_actors import Agent, Call, Phone, User
 from voicegate.gate.quota import ProposalLimits
 from voicegate.mcp.notes import build_notes_server
 from voicegate.mcp.policy import Mode, Policy
@@ -58,6 +57,7 @@ from voicegate.store import open_store
 from voicegate.store.base import Store
 from voicegate.tokens import PREFIX
 from voicegate.web.app import Assembly, build_app
+from voicegate_lab.eval.agent_actors import Agent, Call, Phone, User
 
 OWNER = "owner"
 OTHER = "bob"

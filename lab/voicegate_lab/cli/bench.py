@@ -1,7 +1,7 @@
 """``voicegate bench [NAME...] [--json OUT] [--quick]``: run benchmarks, print and save figures.
 
-The benchmarks are ``voicegate.bench``, one module each, run in order by
-``voicegate.bench.suite``.
+The benchmarks are ``voicegate_lab.bench``, one module each, run in order by
+``voicegate_lab.bench.suite``.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import shlex
 import sys
 from pathlib import Path
 
-from voicegate.bench import suite
-from voicegate.bench.measure import (
+from voicegate_lab.bench import suite
+from voicegate_lab.bench.measure import (
     DEFAULT_MODEL,
     DEFAULT_NATS,
     DEFAULT_PG_DSN,
     PG_DSN_ENV,
     Options,
 )
-from voicegate.bench.suite import BENCHMARKS
+from voicegate_lab.bench.suite import BENCHMARKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

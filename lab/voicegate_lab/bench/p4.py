@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicegate.bench.measure import Options, median, ms
 from voicegate.domain import StoredFingerprint
 from voicegate.errors import AudioRefused
 from voicegate.store import open_store
 from voicegate.voice.audio import SAMPLE_RATE, Clip, decode, from_samples
 from voicegate.voice.fingerprint import ReplayGuard, features
+from voicegate_lab.bench.measure import Options, median, ms
 
 # The corpus folder the tests use too: $VOICEGATE_CORPUS, else ../shared/corpus beside the repo.
 CORPUS = (

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from voicegate.domain import Stage
-from voicegate.eval.manifest import Case
-from voicegate.extras import need
 from voicegate.reasons import Kind, Reason
+from voicegate_lab.eval.manifest import Case
 
 KINDS = tuple(k.value for k in Kind)
 
@@ -262,7 +261,9 @@ def markdown(
 
 def write_plots(results: Sequence[Result], directory: Path) -> list[str]:
     """Decision confusion and latency histogram as PNGs in ``directory``; their file names."""
-    matplotlib = need("matplotlib", "a report's plots")
+    # Imported only here: a run without --report never loads the plotting stack.
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

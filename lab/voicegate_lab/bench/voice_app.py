@@ -1,7 +1,7 @@
 """The real app in this process for P1 and P2: SQLite store, notes upstream, Whisper, devices.
 
 Uploads go through the device API over an ASGI transport, signed by paired P-256 devices
-(``voicegate.eval.local.Harness``). The pipeline and the store are wrapped only to record
+(``voicegate_lab.eval.local.Harness``). The pipeline and the store are wrapped only to record
 what each step took; every call still reaches the real component.
 """
 
@@ -19,12 +19,12 @@ from typing import Any, cast
 import soundfile
 
 from voicegate.domain import PendingSet, Risk, Stage
-from voicegate.eval.harness import PairedDevice
-from voicegate.eval.local import UNPAIRED, Harness, in_process
 from voicegate.gate.core import ActionRequest
 from voicegate.store.base import Store
 from voicegate.voice.pipeline import VoicePipeline, VoiceResult
 from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
+from voicegate_lab.eval.harness import PairedDevice
+from voicegate_lab.eval.local import UNPAIRED, Harness, in_process
 
 REPO = Path(__file__).resolve().parents[2]
 # "The second one", cut to exactly one second (0.25 s to 1.25 s holds all of the speech).

@@ -3,8 +3,8 @@
 Everything a device does goes over HTTP, exactly as a phone does it: it pairs with a one-time
 code over ``POST /device/pair``, reads its pending list, taps and uploads signed requests. The
 code is made as ``voicegate pair`` makes it, and sets are proposed through a gate over the
-server's store, as an agent's write call proposes them. ``voicegate.eval.local`` runs the app in
-this process; ``voicegate.eval.remote`` drives a running ``voicegate serve``.
+server's store, as an agent's write call proposes them. ``voicegate_lab.eval.local`` runs the app in
+this process; ``voicegate_lab.eval.remote`` drives a running ``voicegate serve``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind, Risk, Stage, Status
 from voicegate.errors import ConfigError
-from voicegate.eval import report
-from voicegate.eval.manifest import Case
 from voicegate.limits import BUDGET_WINDOW
+from voicegate_lab.eval import report
+from voicegate_lab.eval.manifest import Case
 
 if TYPE_CHECKING:
     from voicegate.gate.core import Gate
@@ -94,7 +94,7 @@ class BaseHarness(abc.ABC):
         self.clock = clock
         self.sleep = sleep
         self.devices: dict[str, PairedDevice] = {}
-        # Enrolment lines of the manifest, in order: not cases (``voicegate.eval.enrol``).
+        # Enrolment lines of the manifest, in order: not cases (``voicegate_lab.eval.enrol``).
         self.taught: list[report.TakeReply] = []
 
     @abc.abstractmethod

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from voicegate.errors import ConfigError
-from voicegate.eval.harness import READ_TOOL, WRITE_TOOL, BaseHarness, notes_of
 from voicegate.settings import TOKEN_ENV
+from voicegate_lab.eval.harness import READ_TOOL, WRITE_TOOL, BaseHarness, notes_of
 
 if TYPE_CHECKING:
     from mcp import Client

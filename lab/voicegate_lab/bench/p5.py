@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from voicegate.bench.confirms import (
+from voicegate.store import open_store
+from voicegate_lab.bench.confirms import (
     Counter,
     StoreMissing,
     gate_over,
@@ -21,9 +22,8 @@ from voicegate.bench.confirms import (
     open_sets,
     scratch_url,
 )
-from voicegate.bench.measure import Options, median
-from voicegate.bench.race import race
-from voicegate.store import open_store
+from voicegate_lab.bench.measure import Options, median
+from voicegate_lab.bench.race import race
 
 SETS = 200
 # Confirms each process keeps in flight at once.
@@ -95,7 +95,7 @@ async def _round(url: str, processes: int, sets: int, confirms: int) -> tuple[fl
             "log": str(log),
         }
         results = await asyncio.to_thread(
-            race, "voicegate.bench.confirms:race_worker", [payload] * processes
+            race, "voicegate_lab.bench.confirms:race_worker", [payload] * processes
         )
         ran = len(log.read_text().splitlines()) if log.exists() else 0
     span = max(r["end"] for r in results) - min(r["start"] for r in results)

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from voicegate.eval.manifest import Case
-from voicegate.eval.report import TakeReply
+from voicegate_lab.eval.manifest import Case
+from voicegate_lab.eval.report import TakeReply
 
 if TYPE_CHECKING:
-    from voicegate.eval.harness import BaseHarness
+    from voicegate_lab.eval.harness import BaseHarness
 
 
 async def teach(harness: BaseHarness, case: Case, content_types: Mapping[str, str]) -> TakeReply:

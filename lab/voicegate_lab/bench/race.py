@@ -1,6 +1,6 @@
 """Start one async worker in several OS processes and release them together.
 
-``race("voicegate.bench.confirms:race_worker", [payload, payload])`` starts one Python process
+``race("voicegate_lab.bench.confirms:race_worker", [payload, payload])`` starts one Python process
 per payload. Each imports the worker, which sets itself up (opens its store), then awaits
 ``go()``; once every process is ready, all are released at once, and each worker's JSON
 result comes back, in payload order. A worker is ``async def worker(payload: dict, go) -> JSON``.

@@ -15,8 +15,8 @@ import io
 import time
 from typing import Any
 
-from voicegate.bench.measure import Options, median, ms
-from voicegate.bench.voice_app import one_second_clip, ready_answer, upload, voice_app
+from voicegate_lab.bench.measure import Options, median, ms
+from voicegate_lab.bench.voice_app import one_second_clip, ready_answer, upload, voice_app
 
 STEPS = (
     "decode",

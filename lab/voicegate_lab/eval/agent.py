@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from voicegate.eval import agent_forgery, agent_grants, agent_injections, agent_nearmiss
-from voicegate.eval.agent_actors import Call
-from voicegate.eval.agent_rig import AgentCase, Rig, running
+from voicegate_lab.eval import agent_forgery, agent_grants, agent_injections, agent_nearmiss
+from voicegate_lab.eval.agent_actors import Call
+from voicegate_lab.eval.agent_rig import AgentCase, Rig, running
 
 FAMILIES = {"injection": 20, "near_miss": 15, "forged": 15, "grant": 10}
 

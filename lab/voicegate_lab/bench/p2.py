@@ -23,9 +23,15 @@ import os
 import time
 from typing import Any
 
-from voicegate.bench.measure import Options, median, rss_mib
-from voicegate.bench.voice_app import RssSampler, one_second_clip, ready_answer, upload, voice_app
-from voicegate.eval.local import Harness
+from voicegate_lab.bench.measure import Options, median, rss_mib
+from voicegate_lab.bench.voice_app import (
+    RssSampler,
+    one_second_clip,
+    ready_answer,
+    upload,
+    voice_app,
+)
+from voicegate_lab.eval.local import Harness
 
 DEVICES = 16
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voicegate.bench.measure import Options, machine
+from voicegate_lab.bench.measure import Options, machine
 
-# name -> what it measures; the module ``voicegate.bench.<name>`` has run() and lines().
+# name -> what it measures; the module ``voicegate_lab.bench.<name>`` has run() and lines().
 BENCHMARKS: dict[str, str] = {
     "core": "tokens, hashes and confirms per second, per backend",
     "p1": "one voice decision through the device API vs a bare faster-whisper transcribe",
@@ -33,7 +33,7 @@ def run(
     doc: dict[str, Any] = {"machine": machine(), "command": command, "quick": options.quick}
     failed = False
     for name in names:
-        module = importlib.import_module(f"voicegate.bench.{name}")
+        module = importlib.import_module(f"voicegate_lab.bench.{name}")
         print(f"== {name}: {BENCHMARKS[name]}", flush=True)
         start = time.perf_counter()
         figures: dict[str, Any] = module.run(options)

@@ -27,8 +27,9 @@ from voicegate.device import signing
 from voicegate.device.pairing import start_pairing
 from voicegate.domain import DeviceKind
 from voicegate.errors import DeviceRefused, TokenRefused
-from voicegate.eval.agent_actors import Call, Phone
-from voicegate.eval.agent_rig import (
+from voicegate.mcp.token_mode import TOKEN_ARG, plan_hash
+from voicegate_lab.eval.agent_actors import Call, Phone
+from voicegate_lab.eval.agent_rig import (
     OTHER,
     AgentCase,
     Rig,
@@ -36,7 +37,6 @@ from voicegate.eval.agent_rig import (
     forge_token,
     token_kid,
 )
-from voicegate.mcp.token_mode import TOKEN_ARG, plan_hash
 
 FAMILY = "forged"
 # How many database values also go through the live routes (all go through the verifiers).

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from voicegate.bench.measure import Options, median, ms
-from voicegate.bench.p4 import CORPUS
 from voicegate.store import open_store
 from voicegate.voice import audio, templates
 from voicegate.voice.enrolment import StoreEnrolments, stored
+from voicegate_lab.bench.measure import Options, median, ms
+from voicegate_lab.bench.p4 import CORPUS
 
 MODEL = "tiny.en"
 TEMPLATES = 30

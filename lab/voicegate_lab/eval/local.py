@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from voicegate.eval.harness import READ_TOOL, WRITE_TOOL, BaseHarness, Sleep, notes_of
 from voicegate.gate.quota import ProposalLimits
 from voicegate.limits import PairingLimits, RateLimits
 from voicegate.settings import ServerConfig
+from voicegate_lab.eval.harness import READ_TOOL, WRITE_TOOL, BaseHarness, Sleep, notes_of
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

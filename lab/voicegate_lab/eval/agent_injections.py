@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from voicegate.device import signing
-from voicegate.eval.agent_actors import Call, Phone
-from voicegate.eval.agent_rig import AgentCase, Rig, b64url, forge_token
+from voicegate_lab.eval.agent_actors import Call, Phone
+from voicegate_lab.eval.agent_rig import AgentCase, Rig, b64url, forge_token
 
 FAMILY = "injection"
 _NOTE = Call("write_note", {"name": "shopping", "text": "milk"})

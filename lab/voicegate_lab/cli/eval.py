@@ -1,11 +1,11 @@
 """``voicegate eval``: its arguments and the command that runs a manifest or the agent suite.
 
 By default the cases run against the real app in this process over an ASGI transport, with a
-memory store and the demo notes server as the upstream (``voicegate.eval.local``). With
+memory store and the demo notes server as the upstream (``voicegate_lab.eval.local``). With
 ``--url`` they run against a running ``voicegate serve`` in front of the notes server
-(``python -m voicegate.mcp.notes``; ``voicegate.eval.remote``). ``--agent`` runs the scripted
-worst-case agent suite instead (``voicegate.eval.agent``). What a run writes is
-``voicegate.eval.outputs``.
+(``python -m voicegate.mcp.notes``; ``voicegate_lab.eval.remote``). ``--agent`` runs the scripted
+worst-case agent suite instead (``voicegate_lab.eval.agent``). What a run writes is
+``voicegate_lab.eval.outputs``.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from pathlib import Path
 
 from voicegate.cli.arguments import DB_ENV
 from voicegate.errors import ConfigError, StoreUnavailable
-from voicegate.eval import outputs, report
-from voicegate.eval.manifest import ManifestError, load
-from voicegate.extras import need
 from voicegate.settings import TOKEN_ENV
 from voicegate.text import counted
+from voicegate_lab.eval import outputs, report
+from voicegate_lab.eval.manifest import ManifestError, load
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     # warnings and errors are still said.
     configure_logging(logging.WARNING)
     if args.agent:
-        from voicegate.eval import agent
+        from voicegate_lab.eval import agent
 
         return agent.run(args.json)
     if args.manifest is None:
@@ -143,10 +142,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         server = remote_options(args)
-        # said now, not after a long run: the progress bar and the plots are the [eval] extra
-        need("tqdm", "voicegate eval")
-        if args.report:
-            need("matplotlib", "voicegate eval --report")
     except ConfigError as exc:
         print(f"voicegate eval: {exc}", file=sys.stderr)
         return 2
@@ -168,9 +163,9 @@ def run(args: argparse.Namespace) -> int:
         cases = cases[: args.limit]
 
     async def go() -> tuple[list[report.Result], list[report.TakeReply]]:
-        from voicegate.eval.local import in_process, whisper_voice
-        from voicegate.eval.remote import remote
-        from voicegate.eval.runner import evaluate
+        from voicegate_lab.eval.local import in_process, whisper_voice
+        from voicegate_lab.eval.remote import remote
+        from voicegate_lab.eval.runner import evaluate
 
         progress = not args.no_progress
         if server is not None:

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from voicegate.bench.measure import Options, median, ms
-from voicegate.bench.voice_app import CARDS, one_second_clip
 from voicegate.domain import Stage
 from voicegate.voice.calibration import UNCALIBRATED
 from voicegate.voice.pipeline import VoicePipeline
 from voicegate.voice.transcribe import Hearing, Samples, Utterance
+from voicegate_lab.bench.measure import Options, median, ms
+from voicegate_lab.bench.voice_app import CARDS, one_second_clip
 
 if TYPE_CHECKING:
     from voicegate.hearing.remote import NatsHearing

@@ -4,8 +4,8 @@ For each case the runner opens a pending set of ``cards`` distinct ``write_note`
 the case's user (high risk and advanced to the final card by a signed tap when the case is at
 ``stage: final``), uploads the clip as a signed voice answer from that user's paired device,
 and then asks the upstream itself which note, if any, was written. The server behind the
-harness is the real app in this process (``voicegate.eval.local``) or a running ``voicegate
-serve`` (``voicegate.eval.remote``).
+harness is the real app in this process (``voicegate_lab.eval.local``) or a running ``voicegate
+serve`` (``voicegate_lab.eval.remote``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tqdm import tqdm
+
 from voicegate.domain import Stage
-from voicegate.eval import enrol, report
-from voicegate.eval.harness import CONTENT_TYPES, BaseHarness
-from voicegate.eval.manifest import Case
-from voicegate.extras import need
 from voicegate.reasons import Kind, Reason
+from voicegate_lab.eval import enrol, report
+from voicegate_lab.eval.harness import CONTENT_TYPES, BaseHarness
+from voicegate_lab.eval.manifest import Case
 
 
 def parse_answer(status: int, body: Any) -> tuple[str, int | None, str | None, tuple[str, ...]]:
@@ -80,7 +81,6 @@ async def evaluate(
     cases: Sequence[Case], harness: BaseHarness, *, progress: bool = True
 ) -> list[report.Result]:
     """Run ``cases`` in order (a replay must follow its original) and collect the results."""
-    tqdm = need("tqdm", "voicegate eval").tqdm
     results: list[report.Result] = []
     bar = tqdm(cases, desc="eval", unit="case", disable=not progress, file=sys.stderr)
     false_releases = 0
