@@ -30,7 +30,7 @@ from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import audio, calibration, consent, lexicon, windows
 from voicegate.voice.prompts import Prompt, spelled
-from voicegate.voice.transcribe import HOP, lead_in
+from voicegate.voice.transcribe import HOP, WINDOW_FRAMES, lead_in
 from voicegate.voice.whisper import SCORE_TAIL_FRAMES, FasterWhisperTranscriber
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,9 +85,7 @@ def hear(out: Path) -> None:
                 continue
             samples = audio.decode(path.read_bytes()).samples
             mel = t._mel(samples)
-            feats = np.ascontiguousarray(
-                windows.fit(mel, windows.frames("full", mel.shape[1]))[None]
-            )
+            feats = np.ascontiguousarray(windows.fit(mel, WINDOW_FRAMES)[None])
             full = np.asarray(
                 t._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
             )

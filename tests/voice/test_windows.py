@@ -1,27 +1,26 @@
-"""The encoder window: its size, the short window's token limit and its loop test."""
+"""The answer model's short encoder window, and the loop test of a transcript cut short."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from voicegate.voice import calibration, windows
+from voicegate.voice import windows
 from voicegate.voice.transcribe import WINDOW_FRAMES
 
 
-def test_the_full_window_is_whisper_s_thirty_seconds_whatever_the_clip() -> None:
-    assert windows.frames(windows.FULL, 80) == WINDOW_FRAMES
-    assert windows.frames(windows.FULL, 2900) == WINDOW_FRAMES
-
-
 def test_a_short_window_holds_the_clip_and_a_second_more_in_whole_seconds() -> None:
-    assert windows.frames(windows.SHORT, 80) == 200
-    assert windows.frames(windows.SHORT, 100) == 200
-    assert windows.frames(windows.SHORT, 101) == 300
+    assert windows.short(80) == 200
+    assert windows.short(100) == 200
+    assert windows.short(101) == 300
+
+
+def test_a_longer_tail_widens_the_short_window() -> None:
+    assert windows.short(80, tail=900) == 1000
 
 
 def test_a_short_window_never_grows_past_thirty_seconds() -> None:
-    assert windows.frames(windows.SHORT, 2950) == WINDOW_FRAMES
+    assert windows.short(2950) == WINDOW_FRAMES
 
 
 def test_fit_pads_a_short_mel_with_zeros_and_cuts_a_long_one() -> None:
@@ -30,12 +29,6 @@ def test_fit_pads_a_short_mel_with_zeros_and_cuts_a_long_one() -> None:
     assert padded.shape == (80, 200)
     assert padded[:, 150:].sum() == 0
     assert windows.fit(mel, 100).shape == (80, 100)
-
-
-def test_free_decoding_is_capped_by_clip_length_only_on_a_short_window() -> None:
-    assert windows.new_tokens(windows.FULL, 32, 1.0) == 32
-    assert windows.new_tokens(windows.SHORT, 32, 1.0) == 12
-    assert windows.new_tokens(windows.SHORT, 32, 10.0) == 32
 
 
 @pytest.mark.parametrize(
@@ -63,9 +56,3 @@ def test_an_answer_said_again_and_again_is_a_loop(text: str) -> None:
 )
 def test_a_single_answer_or_a_mix_is_not_a_loop(text: str) -> None:
     assert not windows.loops(text)
-
-
-def test_a_model_heard_at_another_window_than_its_calibration_releases_nothing() -> None:
-    at_short = calibration.at("tiny.en", windows.SHORT)
-    assert at_short.card == at_short.yes == float("inf")
-    assert calibration.at("tiny.en", windows.FULL) == calibration.of("tiny.en")

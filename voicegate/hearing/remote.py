@@ -228,9 +228,9 @@ class NatsHearing:
 
 
 def heard_calibration(model: str) -> Calibration:
-    """The decision's thresholds for ``model`` as its recogniser hears by default, with the
-    answer model's where it has one: what ``FasterWhisperTranscriber(model)`` carries."""
-    found = calibration.at(model, calibration.of(model).window)
+    """The decision's thresholds for ``model``, with the answer model's where it has one: what
+    ``FasterWhisperTranscriber(model)`` carries."""
+    found = calibration.of(model)
     answers = answer_model.load(model)
     return found if answers is None else dataclasses.replace(found, answers=answers.thresholds)
 

@@ -12,7 +12,6 @@ releases nothing by voice.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,9 +50,6 @@ class Calibration:
     # What the recogniser must still give a clear match of a user whose speech is hard for
     # recognisers before the match decides "alone" (``fuse``); infinity keeps that path shut.
     alone: float = math.inf
-    # The encoder window the numbers were fitted at: "full" (Whisper's 30 s) or "short" (the
-    # clip and a second, voice/whisper.py); the recogniser hears at this one.
-    window: str = "full"
     # The log prior odds, at a choice among cards, of "anything else" (a free transcript the
     # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
     other: float = 0.0
@@ -142,17 +138,6 @@ PROMPTS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
 def of(model: str) -> Calibration:
     """The calibration of ``model``; ``UNCALIBRATED`` (nothing released) when it has none."""
     return CALIBRATIONS.get(model, UNCALIBRATED)
-
-
-def at(model: str, window: str) -> Calibration:
-    """The calibration of ``model`` heard at ``window``: its thresholds hold only at the window
-    they were fitted at, so at any other window nothing is released by voice."""
-    fitted = of(model)
-    if fitted.window != window:
-        return dataclasses.replace(
-            UNCALIBRATED, source=f"{model} is calibrated at the {fitted.window} window only"
-        )
-    return fitted
 
 
 def prompt(model: str, question: str, language: str) -> str:

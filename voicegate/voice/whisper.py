@@ -9,8 +9,8 @@ normalises over text tokens only, and end-of-text gets no probability there.) Wi
 one language, a text's score also holds the language's own probability from Whisper's language
 detection, so every score is log P(text, language | audio) and all of them compare. Where the
 model's calibration names one, the question asked comes first as Whisper's previous text
-(voice/prompts.py), for the free transcripts and the readings alike. The encoder window, 30 s
-or short, is the one the model was calibrated at (voice/windows.py).
+(voice/prompts.py), for the free transcripts and the readings alike. The encoder hears Whisper's
+full 30 s window; the answer model has its own short one (voice/windows.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from voicegate.voice import answer_model, calibration, models, templates, window
 from voicegate.voice.prompts import Prompt, check_steps, spelled
 from voicegate.voice.transcribe import (
     HOP,
-    SAMPLE_RATE,
     WINDOW_FRAMES,
     Heard,
     Hearing,
@@ -49,7 +48,7 @@ BEAM = 5
 # decoder's cross-attention over all 1500 frames dominates their cost; over the clip plus 1 s
 # the ranking of readings was unchanged on FSDD, about 50x faster. The beam search keeps the
 # whole encoded window: trimmed after a 30 s encoding, it went from 17/30 to 6/30 right
-# (docs/voice-measurements.md). A short window (voice/windows.py) is encoded short instead.
+# (docs/voice-measurements.md).
 SCORE_TAIL_FRAMES = 50
 # CTranslate2 4.8 on CPU scored a batch attending over exactly 80 encoder frames 3 times (tiny.en)
 # to 8 times (base) slower than over 79 or 81, and no other length from 40 to 330 stood out
@@ -77,16 +76,12 @@ class FasterWhisperTranscriber:
         threads: int = 0,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
         max_new_tokens: int = 32,
-        window: str | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         import ctranslate2
         import tokenizers
         from faster_whisper.feature_extractor import FeatureExtractor
 
-        heard_at = window or calibration.of(model).window
-        if heard_at not in windows.WINDOWS:
-            raise ValueError(f"window must be 'full' or 'short', not {heard_at!r}")
         path = models.ensure(model)
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
@@ -100,7 +95,7 @@ class FasterWhisperTranscriber:
             raise ModelError(f"{model}: CTranslate2 could not load {path}: {exc}") from exc
         self.model = model
         self.answer_model = answer_model.load(model)
-        self.calibration = calibration.at(model, heard_at)
+        self.calibration = calibration.of(model)
         if self.answer_model is not None:
             self.calibration = dataclasses.replace(
                 self.calibration, answers=self.answer_model.thresholds
@@ -112,7 +107,6 @@ class FasterWhisperTranscriber:
         self._features = FeatureExtractor(feature_size=self._model.n_mels)
         self._thresholds = thresholds
         self._max_new_tokens = max_new_tokens
-        self.window = heard_at
         self._clock = clock
         self._prompts: dict[tuple[str, str], Prompt] = {}
         check_steps(self._model, self._tokens, self.multilingual)
@@ -133,14 +127,13 @@ class FasterWhisperTranscriber:
             return []
         t0 = self._clock()
         clips = [u.samples for u in utterances]
-        # One log-mel per clip, for the encoder's window and the answer model's short one.
+        # One log-mel per clip, for the encoder's 30 s window and the answer model's short one.
         mels = [self._mel(samples) for samples in clips]
         full = self._encode(clips, mels)
         t1 = self._clock()
         priors = self._priors(full, [self._spoken(u) for u in utterances])
         spoken = [tuple(prior) for prior in priors]
-        seconds = [len(u.samples) / SAMPLE_RATE for u in utterances]
-        free = self._free(full, spoken, [u.question for u in utterances], seconds)
+        free = self._free(full, spoken, [u.question for u in utterances])
         t2 = self._clock()
         scores = self._scores(full, utterances, spoken, free)
         t3 = self._clock()
@@ -183,15 +176,15 @@ class FasterWhisperTranscriber:
         clips: Sequence[Samples],
         mels: Sequence[npt.NDArray[np.float32]] | None = None,
     ) -> list[npt.NDArray[np.float32]]:
-        """Each clip's encoder frames over the short window, whatever window the model is
-        calibrated at: the answer model's input (``voice/answer_model.py``). Clips of one
-        window width share an encoder call; a batch would pad every clip to the longest.
-        ``mels``: the clips' log-mels (``_mel``) where already computed."""
+        """Each clip's encoder frames over the short window: the answer model's input
+        (``voice/answer_model.py``). Clips of one window width share an encoder call; a batch
+        would pad every clip to the longest. ``mels``: the clips' log-mels (``_mel``) where
+        already computed."""
         import ctranslate2
 
         if mels is None:
             mels = [self._mel(samples) for samples in clips]
-        widths = [windows.frames(windows.SHORT, mel.shape[1]) for mel in mels]
+        widths = [windows.short(mel.shape[1]) for mel in mels]
         out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(clips)
         for width in sorted(set(widths)):
             rows = [i for i, w in enumerate(widths) if w == width]
@@ -207,14 +200,13 @@ class FasterWhisperTranscriber:
         clips: Sequence[Samples],
         mels: Sequence[npt.NDArray[np.float32]] | None = None,
     ) -> npt.NDArray[np.float32]:
-        """One encoder call over the clips, each after its lead-in, in the calibrated window
+        """One encoder call over the clips, each after its lead-in, in Whisper's 30 s window
         (``mels``: their log-mels, where already computed)."""
         import ctranslate2
 
         if mels is None:
             mels = [self._mel(samples) for samples in clips]
-        width = windows.frames(self.window, max(mel.shape[1] for mel in mels))
-        feats = np.stack([windows.fit(mel, width) for mel in mels])
+        feats = np.stack([windows.fit(mel, WINDOW_FRAMES) for mel in mels])
         # On the host even with CUDA: the forced decodings slice it with numpy (3 MB a clip).
         return np.asarray(
             self._model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True)
@@ -314,7 +306,6 @@ class FasterWhisperTranscriber:
         full: Any,
         spoken: Sequence[tuple[str, ...]],
         questions: Sequence[str],
-        seconds: Sequence[float],
     ) -> list[dict[str, _Free]]:
         """The beam search's transcripts of each clip in each of its languages."""
         import ctranslate2
@@ -331,7 +322,7 @@ class FasterWhisperTranscriber:
                 [tok.tokens for _ in rows],
                 beam_size=BEAM,
                 num_hypotheses=BEAM,
-                max_length=tok.max_length(max(self._new_tokens(seconds[i]) for i in rows)),
+                max_length=tok.max_length(self._max_new_tokens),
                 return_scores=True,
                 return_no_speech_prob=True,
                 suppress_blank=True,
@@ -341,7 +332,7 @@ class FasterWhisperTranscriber:
                 # With length_penalty=1 CTranslate2's score is the length-normalised log-prob.
                 avg = float(result.scores[0]) if result.scores else 0.0
                 best = result.sequences_ids[0] if result.sequences_ids else []
-                cut = len(best) >= self._new_tokens(seconds[i]) and not windows.loops(texts[0])
+                cut = len(best) >= self._max_new_tokens and not windows.loops(texts[0])
                 out[i][lang] = _Free(texts or ("",), float(result.no_speech_prob), avg, cut)
         return out
 
@@ -428,9 +419,6 @@ class FasterWhisperTranscriber:
             scores[k] = total
         return scores
 
-    def _new_tokens(self, seconds: float) -> int:
-        return windows.new_tokens(self.window, self._max_new_tokens, seconds)
-
     def _context(self, question: str, lang: str) -> str:
         """The question this model is told was asked, in ``lang`` ("" for none)."""
         return calibration.prompt(self.model, question, lang)
@@ -449,5 +437,5 @@ class _Free:
     texts: tuple[str, ...]
     no_speech_prob: float
     avg_logprob: float
-    # The best transcript was stopped by the short window's token limit, and is not a loop.
+    # The best transcript was stopped by the token limit, and is not a loop (``windows.loops``).
     cut: bool = False

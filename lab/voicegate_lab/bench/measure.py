@@ -27,8 +27,6 @@ class Options:
     quick: bool = False
     device: str = "cpu"
     model: str = DEFAULT_MODEL
-    # The encoder window for p1 and p2; None: the one the model is calibrated at.
-    window: str | None = None
     pg_dsn: str = DEFAULT_PG_DSN
     # The NATS with JetStream the hearing benchmark's workers take utterances from.
     nats: str = DEFAULT_NATS

@@ -42,7 +42,7 @@ async def _run(options: Options) -> dict[str, Any]:
     audio = one_second_clip()
     repetitions = options.pick(10, 1)
     warmup = options.pick(2, 1)
-    async with voice_app(options.model, options.device, options.window) as (harness, pipeline):
+    async with voice_app(options.model, options.device) as (harness, pipeline):
         inner: Any = pipeline.transcriber
         real = inner.inner
         bare = WhisperModel(
@@ -91,7 +91,6 @@ async def _run(options: Options) -> dict[str, Any]:
     greedy_ms = median([ms(s) for s in greedy_s])
     return {
         "model": options.model,
-        "window": real.window,
         "device": real.device,
         "compute_type": real.compute_type,
         "clip_s": 1.0,

@@ -45,7 +45,7 @@ async def _run(options: Options) -> dict[str, Any]:
     audio = one_second_clip()
     rounds = options.pick(3, 1)
     devices = options.pick(DEVICES, 4)
-    async with voice_app(options.model, options.device, options.window) as (harness, pipeline):
+    async with voice_app(options.model, options.device) as (harness, pipeline):
         counter: Any = pipeline.transcriber
         baseline = rss_mib()
         await _round(harness, audio, options.pick(devices, 2), "warm", concurrent=True)
@@ -71,7 +71,6 @@ async def _run(options: Options) -> dict[str, Any]:
     cores = os.cpu_count() or 1
     return {
         "model": options.model,
-        "window": counter.inner.window,
         "device": options.device,
         "devices": devices,
         "rounds": rounds,

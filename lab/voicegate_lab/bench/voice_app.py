@@ -137,9 +137,7 @@ class TimedStore:
 
 
 @contextlib.asynccontextmanager
-async def voice_app(
-    model: str, device: str, window: str | None = None
-) -> AsyncIterator[tuple[Harness, RecordingPipeline]]:
+async def voice_app(model: str, device: str) -> AsyncIterator[tuple[Harness, RecordingPipeline]]:
     """The app with the real recogniser on a SQLite store in a temporary folder.
 
     The server's own budgets, except pairing: a run pairs a fresh phone per upload, far more
@@ -153,9 +151,7 @@ async def voice_app(
     with tempfile.TemporaryDirectory(prefix="voicegate-bench-") as folder:
         store = await open_store(str(Path(folder) / "gate.db"))
         timed = TimedStore(store)
-        transcriber = CountingTranscriber(
-            FasterWhisperTranscriber(model, device=device, window=window)
-        )
+        transcriber = CountingTranscriber(FasterWhisperTranscriber(model, device=device))
         pipeline = RecordingPipeline(transcriber, ReplayGuard(store.fingerprints))
         pipeline.results = []
         config = ServerConfig(pairing_limits=UNPAIRED)

@@ -36,12 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="for p1 and p2")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="recogniser model for p1 and p2")
     parser.add_argument(
-        "--window",
-        default=None,
-        choices=["full", "short"],
-        help="encoder window for p1 and p2 (default: the model's calibrated one)",
-    )
-    parser.add_argument(
         "--pg", default=None, help=f"PostgreSQL DSN (default: ${PG_DSN_ENV} or {DEFAULT_PG_DSN})"
     )
     parser.add_argument(
@@ -67,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
         quick=args.quick,
         device=args.device,
         model=args.model,
-        window=args.window,
         pg_dsn=args.pg or os.environ.get(PG_DSN_ENV, DEFAULT_PG_DSN),
         nats=args.nats,
         work=args.work,
