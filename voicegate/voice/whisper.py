@@ -75,6 +75,7 @@ class FasterWhisperTranscriber:
         compute_type: str = "default",
         threads: int = 0,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        # A cut answer is refused; 32 tokens hold a long spoken answer (docs/voice-measurements.md).
         max_new_tokens: int = 32,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
