@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/enrol.py templates --frames bench-out/frames-tiny.en.npz
     .venv/bin/python benchmarks/enrol.py templates --frames bench-out/frames-tiny.en.npz --sweep
     # fused with the recogniser's cached hearings (benchmarks/calibrate.py hear, FSDD only)
-    .venv/bin/python benchmarks/enrol.py fused --cache bench-out/fsdd-E.jsonl \
+    .venv/bin/python benchmarks/fusion.py --cache bench-out/fsdd-E.jsonl \
         --frames bench-out/frames-tiny.en.npz
     # time added per decision with 30 templates enrolled
     .venv/bin/python benchmarks/enrol.py time --templates 30 --frames bench-out/frames-tiny.en.npz
@@ -270,13 +270,6 @@ def fused_rows(
 wanted_cards = tuple(card(k) for k in range(1, CARDS + 1))
 
 
-def run_fused(args: argparse.Namespace) -> int:
-    """The fused probability's weights and threshold, fitted and reported (benchmarks/fusion.py)."""
-    import fusion
-
-    return fusion.run(args)
-
-
 def run_time(args: argparse.Namespace) -> int:
     """Time added per decision with ``--templates`` enrolled: the match (and the answer's
     MFCCs, without ``--frames``; encoder frames come with the decision's own hearing)."""
@@ -355,19 +348,13 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    """Command line: templates alone, or fused with the cached hearings."""
+    """Command line: templates alone, their frames, their cost, replays (fused: fusion.py)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("templates")
     p.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
     p.add_argument("--sweep", action="store_true", help="sweep margin and slack")
     p.add_argument("--json", default=None)
-    f = sub.add_parser("fused")
-    f.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
-    f.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
-    f.add_argument("--fit-set", choices=("taught", "inside"), default="taught",
-                   help="fit on every taught winner, or only those inside a radius")  # fmt: skip
-    f.add_argument("--json", default=None)
     fr = sub.add_parser("frames")
     fr.add_argument("--model", default="tiny.en")
     fr.add_argument("--threads", type=int, default=2)
@@ -375,7 +362,7 @@ def main() -> int:
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)
     t.add_argument("--answers", type=int, default=100)
-    for each in (p, f, t):
+    for each in (p, t):
         each.add_argument("--frames", help="encoder frames (enrol.py frames); else MFCC")
     r = sub.add_parser("replay")
     r.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
@@ -384,7 +371,6 @@ def main() -> int:
     run = {
         "templates": run_templates,
         "frames": run_frames,
-        "fused": run_fused,
         "time": run_time,
         "replay": run_replay,
     }[args.command]

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/calibrate.py hear --model tiny.en \
         --cache bench-out/hear-tiny-prompted-takes30.jsonl --fsdd-takes 30 --per-word 0
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/enrol.py fused \
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/fusion.py \
         --cache bench-out/hear-tiny-prompted-takes30.jsonl
 
 Per FSDD speaker, takes 0-2 of "one".."five" are enrolled and every other take is decided on
@@ -202,3 +202,25 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
+
+
+def main() -> int:
+    """Command line: fit the templates' likelihood ratio and report it."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--takes", type=int, default=3, help="enrolment takes per answer")
+    parser.add_argument("--cache", required=True, help="benchmarks/calibrate.py hear output")
+    parser.add_argument(
+        "--fit-set",
+        choices=("taught", "inside"),
+        default="taught",
+        help="fit on every taught winner, or only those inside a radius",
+    )
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--frames", help="encoder frames (enrol.py frames); else MFCC")
+    args = parser.parse_args()
+    np.seterr(all="ignore")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -98,12 +98,12 @@ CALIBRATIONS: Mapping[str, Calibration] = {
         source="benchmarks/calibrate.py fit --model tiny.en --fsdd-takes 50 (card); "
         "--fsdd-takes 0 (yes)",
         # Templates' likelihood ratio: a logistic fit on 316 decided FSDD takes of jackson and
-        # nicolas (benchmarks/enrol.py fused).
+        # nicolas (benchmarks/fusion.py).
         fusion=(4.852, 1.0, 0.895, 14.392),
         # The largest log(other / distance) and log(radius / distance) of those 316 takes.
         fusion_limits=(0.935, 0.472),
         # A hard user's clear match decides where the recogniser's posterior of it is at least
-        # even: every step 0-0.5 released nothing on either split (benchmarks/enrol.py fused).
+        # even: every step 0-0.5 released nothing on either split (benchmarks/fusion.py).
         alone=0.5,
     ),
     "base": Calibration(

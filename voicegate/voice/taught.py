@@ -74,7 +74,7 @@ def fused_probability(
     """P(``meaning`` was said | the recogniser's probability of it and the templates), in
     log-odds ``weights[1] * recogniser + templates``, where ``templates`` (the log of their
     likelihood ratio) is ``weights[0] + weights[2] * margin + weights[3] * radius``
-    (``fusion_evidence``); ``benchmarks/enrol.py fused`` fits the weights. A template of
+    (``fusion_evidence``); ``benchmarks/fusion.py`` fits the weights. A template of
     another meaning nearer than every one of ``meaning`` gives a margin below 0, and so lowers
     the probability by its ratio; it never refuses on its own.
 
