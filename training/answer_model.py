@@ -73,7 +73,7 @@ def features(args: argparse.Namespace) -> int:
     out = Path(args.out)
     (out / "heldout").mkdir(parents=True, exist_ok=True)
     recogniser = FasterWhisperTranscriber(args.model, threads=args.threads)
-    items = [*data.corpus(), *data.synthetic(SEED)]
+    items = [*data.corpus(), *data.synthetic(SEED, args.more)]
     render = sound.piper(SEED)
     frames: list[np.ndarray[Any, Any]] = []
     rows: list[dict[str, Any]] = []
@@ -385,6 +385,9 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--augmented", action="store_true", help="report augmented copies too")
     parser.add_argument("--again", action="store_true", help="encode every clip, not only new")
+    parser.add_argument(
+        "--more", action="store_true", help="features: the second round of negatives (not shipped)"
+    )
     parser.add_argument(
         "--cache",
         default=str(ROOT / "bench-out" / "hear-tiny.jsonl"),

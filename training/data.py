@@ -221,6 +221,12 @@ def listed_sound_alikes() -> set[str]:
 NEIGHBOUR_RENDERS = 3
 # Words two sounds from each short answer, a seeded sample (``two_sounds_away``).
 TWO_AWAY = 40
+# The second round of negatives (``synthetic(more=True)``, ``answer_model.py features --more``):
+# more voices for each sound-neighbour, more words two sounds away, more dictionary words;
+# measured in docs/voice-measurements.md ("More negatives, and an ensemble"), not shipped.
+MORE_NEIGHBOUR_RENDERS = 5
+MORE_TWO_AWAY = 80
+MORE_DICTIONARY_WORDS = 3000
 # The answers whose sound-neighbours are mined from the dictionary (``sound_neighbours``).
 _ANSWER_WORDS = (
     "yes yeah yep okay sure confirm approve one two three four five first second third "
@@ -260,9 +266,11 @@ def sound_neighbours(avoid: set[str]) -> list[tuple[str, str]]:
     return out
 
 
-def two_sounds_away(avoid: set[str], taken: set[str], seed: int) -> list[tuple[str, str]]:
+def two_sounds_away(
+    avoid: set[str], taken: set[str], seed: int, each: int = TWO_AWAY
+) -> list[tuple[str, str]]:
     """(word, answer): dictionary words exactly two sounds from a short answer (under five
-    phoneme letters, where one sound is much of the word), ``TWO_AWAY`` a seeded sample for each
+    phoneme letters, where one sound is much of the word), ``each`` a seeded sample for each
     answer; none in ``taken``, none in ``avoid`` or sounding like one."""
     words = _dictionary_words() - HOMOPHONES - set(SOUNDS_OF) - taken - avoid
     sounds = phonemes(sorted(words))
@@ -276,7 +284,7 @@ def two_sounds_away(avoid: set[str], taken: set[str], seed: int) -> list[tuple[s
             for w, ph in sounds.items()
             if ph not in avoided and _edits(ph, target, 2) and not _edits(ph, target, 1)
         )
-        out += [(w, answer) for w in rng.sample(near, min(TWO_AWAY, len(near)))]
+        out += [(w, answer) for w in rng.sample(near, min(each, len(near)))]
     return list(dict.fromkeys(out))
 
 
@@ -299,7 +307,7 @@ def _dictionary_words() -> set[str]:
     return {w.lower() for w in text.split() if w.isalpha() and w.isascii() and 2 <= len(w) <= 9}
 
 
-def dictionary(seed: int, avoid: set[str]) -> list[str]:
+def dictionary(seed: int, avoid: set[str], count: int = DICTIONARY_WORDS) -> list[str]:
     """``DICTIONARY_WORDS`` plain words of 2 to 9 letters, none an answer or a held-out word."""
     if not DICTIONARY.exists():
         raise SystemExit(f"{DICTIONARY} is missing: apt-get install wamerican")
@@ -313,12 +321,13 @@ def dictionary(seed: int, avoid: set[str]) -> list[str]:
         - avoid
     )
     rng = random.Random(seed)
-    picked = rng.sample(words, DICTIONARY_WORDS * 2)
-    return [w for w in picked if label(w) == OTHER][:DICTIONARY_WORDS]
+    picked = rng.sample(words, count * 2)
+    return [w for w in picked if label(w) == OTHER][:count]
 
 
-def synthetic(seed: int) -> Iterator[Item]:
-    """Every synthetic clip to render: answers and near misses in many voices, the rest in few."""
+def synthetic(seed: int, more: bool = False) -> Iterator[Item]:
+    """Every synthetic clip to render: answers and near misses in many voices, the rest in few;
+    with ``more``, a second round of negatives after them (measured, not shipped)."""
     rng = random.Random(seed)
     trained, held = near_misses(seed)
     held_words = {w for w, _ in held}
@@ -341,8 +350,19 @@ def synthetic(seed: int) -> Iterator[Item]:
     near_words = sound_neighbours(held_words)
     for text, near in near_words:
         plan.append((text, "en", NEIGHBOUR_RENDERS, near, _fold(text)))
-    for text, near in two_sounds_away(held_words, {w for w, _ in near_words}, seed):
+    two_away = two_sounds_away(held_words, {w for w, _ in near_words}, seed)
+    for text, near in two_away:
         plan.append((text, "en", NEIGHBOUR_RENDERS, near, _fold(text)))
+    # More of the negatives that teach most, after all of the above so it keeps its voices: the
+    # sound-neighbours in more voices, more words two sounds away, more dictionary words.
+    taken = held_words | {w for w, _ in trained} | {w for w, _ in near_words + two_away}
+    for text, near in near_words if more else ():
+        plan.append((text, "en", MORE_NEIGHBOUR_RENDERS, near, _fold(text)))
+    if more:
+        for text, near in two_sounds_away(held_words, taken, seed + 1, MORE_TWO_AWAY):
+            plan.append((text, "en", NEIGHBOUR_RENDERS, near, _fold(text)))
+        for text in sorted(set(dictionary(seed + 1, taken, MORE_DICTIONARY_WORDS)) - taken):
+            plan.append((text, "en", 1, "", _fold(text)))
     for text, lang, renders, near, fold in plan:
         name = "latin" if lang == "en" else "hindi"
         cls = label(text)
