@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from voicegate.store.base import Store
     from voicegate.voice.pipeline import VoicePipeline
 
-VoiceFactory = Callable[["Store"], "VoicePipeline"]
+VoiceFactory = Callable[["Store"], Any]
 # Budgets no manifest reaches: the in-process eval decides every answer it uploads.
 UNTHROTTLED = RateLimits(10**9, 10**9, 10**9, 10**9)
 # The same for proposals: a refused answer leaves its set open until its deadline.
