@@ -34,7 +34,7 @@ from voicegate_lab.bench.measure import Options, median, ms
 CORPUS = (
     Path(
         os.environ.get(
-            "VOICEGATE_CORPUS", Path(__file__).resolve().parents[3] / "shared" / "corpus"
+            "VOICEGATE_CORPUS", Path(__file__).resolve().parents[4] / "shared" / "corpus"
         )
     )
     / "fsdd"

@@ -26,7 +26,7 @@ from voicegate.voice.transcribe import Hearing, Transcriber, Utterance
 from voicegate_lab.eval.harness import PairedDevice
 from voicegate_lab.eval.local import UNPAIRED, Harness, in_process
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # "The second one", cut to exactly one second (0.25 s to 1.25 s holds all of the speech).
 SOURCE = REPO / "fixtures" / "audio" / "browser" / "the_second_one.wav"
 CARDS = [
