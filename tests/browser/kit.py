@@ -36,6 +36,13 @@ SPEECH = FIXTURES / "browser" / "the_second_one.wav"
 # Refused on a choice card: a negation never picks anything.
 REFUSED_SPEECH = FIXTURES / "clips" / "piper_not_two.flac"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
+# Chromium's fake microphone plays its file from the start each time a recording opens it, and
+# loops it. Each clip follows a second of quiet, so a recording that starts late by less than
+# that (a slow, busy machine) still holds the whole clip once, and the loop's next start is quiet.
+FAKE_LEAD_S = 1.0
+FAKE_FILE_S = 3.5  # the lead, the longest clip (2.0 s) and a pause after it
+# A recording as long as the fake microphone's file.
+WHOLE_CLIP = f"?max_record_ms={int(FAKE_FILE_S * 1000)}"
 WAIT_MS = 20_000
 # WCAG 2.5.5 (AAA) target size, which the page promises for every control.
 MIN_TARGET = 44
@@ -363,12 +370,13 @@ def shot(page: Any, name: str, folder: Path = ARTIFACTS) -> None:
 
 
 def fake_microphone(clip: Path, wav: Path) -> Path:
-    """``clip`` as 16-bit WAV with silence around it, as Chromium's fake microphone plays it."""
+    """``clip`` as 16-bit WAV with silence around it, as Chromium's fake microphone plays it
+    (``FAKE_LEAD_S``, ``FAKE_FILE_S``); record it with ``WHOLE_CLIP``."""
     import numpy as np
     import soundfile
 
     samples, rate = soundfile.read(clip, dtype="int16")
-    before = np.zeros(int(0.35 * rate), dtype=np.int16)
-    after = np.zeros(max(0, int(2.5 * rate) - len(before) - len(samples)), dtype=np.int16)
+    before = np.zeros(int(FAKE_LEAD_S * rate), dtype=np.int16)
+    after = np.zeros(max(0, int(FAKE_FILE_S * rate) - len(before) - len(samples)), dtype=np.int16)
     soundfile.write(wav, np.concatenate([before, samples, after]), rate, subtype="PCM_16")
     return wav

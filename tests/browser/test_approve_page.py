@@ -21,6 +21,7 @@ from tests.browser.kit import (
     HOLD_MS,
     REFUSED_SPEECH,
     SLOW_MICROPHONE,
+    WHOLE_CLIP,
     Server,
     approve_button,
     assert_targets_are_large,
@@ -194,7 +195,7 @@ def test_a_refused_voice_answer_shows_what_was_heard_and_what_to_say(
     launched = launch(playwright, microphone)
     try:
         with open_page(launched, server) as page:
-            pair(page, server, "?max_record_ms=2500")
+            pair(page, server, WHOLE_CLIP)
             before = len(server.executed.calls)
             proposed = server.propose(2)
             page.locator(f'[data-pending-id="{proposed.id}"] button.speak').click()

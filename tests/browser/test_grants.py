@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.browser.kit import (
+    WHOLE_CLIP,
     Server,
     approve_button,
     assert_targets_are_large,
@@ -119,7 +120,7 @@ def test_a_grant_made_by_voice_is_shown_and_ended(
     launched = launch(playwright, fake_microphone(clip, tmp_path / "yes_for_ten_minutes.wav"))
     try:
         with open_page(launched, server) as page:
-            pair(page, server, "?max_record_ms=2500")
+            pair(page, server, WHOLE_CLIP)
             proposed = server.propose(1)
             article = page.locator(f'[data-pending-id="{proposed.id}"]')
             what = article.locator(".grant .muted")

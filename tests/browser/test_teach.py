@@ -20,6 +20,7 @@ import pytest
 from tests.browser.kit import (
     SPEECH,
     VARIED_MICROPHONE,
+    WHOLE_CLIP,
     Server,
     assert_targets_are_large,
     expect,
@@ -90,9 +91,9 @@ def test_three_takes_taught_on_the_page_then_the_spoken_answer_releases_its_card
         microphone = fake_microphone(FIXTURES / "clips" / f"{clip}.flac", tmp_path / f"{clip}.wav")
         with open_profile(playwright, profile, microphone, served) as page:
             if number == 1:
-                pair(page, served, CLIP)
+                pair(page, served, WHOLE_CLIP)
             else:  # the same device, started again: its key is still in the profile
-                page.goto("/approve" + CLIP)
+                page.goto("/approve" + WHOLE_CLIP)
                 page.locator("#cards-section").wait_for(state="visible")
             open_teach(page)
             page.get_by_role("button", name="Two", exact=True).click()

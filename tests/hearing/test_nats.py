@@ -29,10 +29,16 @@ ONE_SECOND = np.zeros(16_000, dtype=np.float32)
 
 @asynccontextmanager
 async def worker(
-    url: str, hearings: Sequence[Hearing], *, model: str = "tiny.en", name: str = "w1"
+    url: str,
+    hearings: Sequence[Hearing],
+    *,
+    model: str = "tiny.en",
+    name: str = "w1",
+    transcriber: FakeTranscriber | None = None,
 ) -> AsyncIterator[FakeTranscriber]:
-    """A worker hearing ``hearings`` in order, in this process, until the block ends."""
-    scripted = FakeTranscriber(hearings, model=model)
+    """A worker hearing ``hearings`` in order (or with ``transcriber``), in this process,
+    until the block ends."""
+    scripted = transcriber or FakeTranscriber(hearings, model=model)
     stop = asyncio.Event()
     started = asyncio.Event()
     task = asyncio.create_task(work(url, scripted, stop=stop, name=name, ready=started.set))
@@ -74,17 +80,43 @@ async def test_a_worker_hears_an_utterance_for_the_gate(nats_url: str) -> None:
     assert hearing.late == 0
 
 
+class ByLevel(FakeTranscriber):
+    """Hears an utterance of constant level ``i / 10`` as the ``i``-th word, whichever worker
+    takes it: the queue, not the test, decides how the utterances are shared out."""
+
+    WORDS = ("One.", "Two.", "Three.", "Four.")
+
+    def __init__(self) -> None:
+        super().__init__([], model="tiny.en")
+
+    def transcribe_many(self, utterances: Sequence[Utterance]) -> list[Hearing]:
+        self.calls.extend(utterances)
+        return [
+            Hearing(self.WORDS[round(float(u.samples[0]) * 10)], "en", 0.0, -0.1)
+            for u in utterances
+        ]
+
+
 async def test_several_utterances_at_once_each_get_their_own_hearing(nats_url: str) -> None:
-    said = [Hearing(f"{n}.", "en", 0.0, -0.1) for n in ("One", "Two", "Three", "Four")]
+    first, second = ByLevel(), ByLevel()
     async with (
         gate(nats_url) as hearing,
-        worker(nats_url, said[:2], name="w1"),
-        worker(nats_url, said[2:], name="w2"),
+        worker(nats_url, [], name="w1", transcriber=first),
+        worker(nats_url, [], name="w2", transcriber=second),
     ):
         await until(lambda: hearing.workers() == 2, "both workers were never counted")
         asked = [Utterance(np.full(800, i / 10, np.float32)) for i in range(4)]
         heard = await asyncio.to_thread(hearing.transcribe_many, asked)
-    assert sorted(h.text for h in heard) == ["Four.", "One.", "Three.", "Two."]
+    assert [h.text for h in heard] == list(ByLevel.WORDS)
+    assert len(first.calls) + len(second.calls) == 4  # each heard once, by one worker or other
+
+
+async def test_a_recogniser_that_fails_is_a_refusal_that_says_so(nats_url: str) -> None:
+    async with gate(nats_url) as hearing, worker(nats_url, []) as scripted:
+        await until(lambda: hearing.workers() == 1, "the worker was never counted")
+        with pytest.raises(HearingUnavailable, match="the recogniser failed: the scripted"):
+            await asyncio.to_thread(hearing.transcribe_many, [Utterance(ONE_SECOND)])
+    assert len(scripted.calls) == 1
 
 
 @pytest.mark.slow

@@ -193,7 +193,9 @@ class FakeTranscriber:
         out = []
         for u in utterances:
             self.calls.append(u)
-            hearing = next(self._hearings)
+            hearing = next(self._hearings, None)
+            if hearing is None:  # a StopIteration would hang a caller in asyncio.to_thread
+                raise RuntimeError(f"the scripted hearings ran out at utterance {len(self.calls)}")
             given = dict(hearing.scores)
             scores = tuple((c, given.get(c, float("-inf"))) for c in dict.fromkeys(u.candidates))
             free = hearing.hypotheses or (_spelt(hearing, u.candidates),)
