@@ -1,5 +1,5 @@
-"""Held-out near misses under "both": the shipped answer model, each head ``fit`` trained without
-one fold, alone, and those heads averaged (the model ``fit`` ships), at the same thresholds.
+"""Held-out near misses under "both": the shipped answer model, one retrained model, each fold
+model, and the fold models averaged (an ensemble), at the same thresholds.
 
     # after training/answer_model.py features [--more] and fit, and the near misses' hearings
     # (benchmarks/answer_fusion.py hear --cache bench-out/hear-nearmiss.jsonl)
@@ -8,8 +8,8 @@ one fold, alone, and those heads averaged (the model ``fit`` ships), at the same
 
 The same words and the same hearings for every model: only the answer model's probabilities
 change. "shipped" is the model in ``voicegate/voice/answer_models/`` as it stands (fit writes its
-new weights there: restore them with git to compare with an earlier one); "head k" and "heads
-averaged" are the arrays ``fit`` wrote to ``oof.npz``. No model heard these words.
+new weights there: restore them with git before reading "shipped"); "retrained", "fold k" and
+"folds averaged" are the arrays ``fit`` wrote to ``oof.npz``. No model heard these words.
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ def main() -> int:
     folds = [z[k] for k in sorted(z) if k.startswith("fold")]
     models: list[tuple[str, np.ndarray[Any, Any]]] = [
         ("shipped", np.stack([shipped.probabilities(c) for c in clips])),
-        *((f"head {k} alone", f) for k, f in enumerate(folds)),
-        ("heads averaged", z["final"]),
+        ("retrained", z["final"]),
+        *((f"fold {k}", f) for k, f in enumerate(folds)),
+        ("folds averaged", np.mean(folds, axis=0)),
     ]
     near = load(Path(args.near))
     need = {Question.CARD: args.card, Question.YES: args.yes}

@@ -8,10 +8,9 @@ Steps, each writing under ``bench-out/answer-model/`` (``--out``):
             synthetic clip (training/data.py), through the recogniser's own short-window encoder
             pass (``FasterWhisperTranscriber.short_frames``): ``features.npz``; the held-out near
             misses are also written as WAV files for the recogniser's own hearing
-  fit       the shipped model: four heads, each trained without one fold, averaged (its weights
-            and record go to ``voicegate/voice/answer_models/``, without thresholds); and six
-            heads, each trained without a pair of folds, for every clip's out-of-fold
-            probabilities (``oof.npz``: the average of the three heads that never heard its fold)
+  fit       four fold models, each trained without one fold (out-of-fold probabilities of every
+            clip: ``oof.npz``), and the shipped model on every fold: its weights and record go
+            to ``voicegate/voice/answer_models/``, without thresholds
   calibrate the thresholds at which the model agrees with a release, on the recogniser's own
             hearings of the corpus (``benchmarks/answer_fusion.py fit``; ``--cache``)
   report    the model alone, out of fold (the model card's figures; the decision's are
@@ -32,7 +31,7 @@ import time
 import wave
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from itertools import combinations, pairwise
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -252,61 +251,39 @@ def predict(model: am.AnswerModel, d: Data, rows: Sequence[int]) -> np.ndarray[A
 
 
 def fit(args: argparse.Namespace) -> int:
-    """The shipped heads, out-of-fold probabilities and the held-out near misses' probabilities.
-
-    The shipped model is ``data.FOLDS`` heads, each trained without one fold, averaged. No clip
-    of the corpus is out of fold for all of them, so a clip's out-of-fold probability comes
-    from the same kind of average that never heard it: of the heads trained without its fold
-    and one other (each pair of folds trains one head, which serves both). Those heads heard
-    a fold less than the shipped ones, so the figures on them are, if anything, low.
-    """
+    """Fold models, out-of-fold probabilities, thresholds and the shipped weights."""
     out = Path(args.out)
     d = Data(out)
     n = len(d.rows)
-    held = [i for i in range(n) if d.folds[i] == data.HELD_OUT]
-    fold_rows = {f: [i for i in range(n) if d.folds[i] == f] for f in range(data.FOLDS)}
-    started = time.perf_counter()
-
-    def without(*folds: int) -> list[int]:
-        return [i for i in range(n) if d.folds[i] not in (*folds, data.HELD_OUT)]
-
     oof = np.full((n, len(am.CLASSES)), np.nan)
-    heard: dict[int, list[np.ndarray[Any, Any]]] = defaultdict(list)
-    # Each pair's head alone, on its two folds: the same heads as the average, one at a time.
-    alone: dict[str, np.ndarray[Any, Any]] = {}
-    for f, g in combinations(range(data.FOLDS), 2):
-        pair = am.from_arrays(args.model, train(d, without(f, g), SEED + 100 + 10 * f + g,
-                                                args.epochs), {"classes": am.CLASSES})  # fmt: skip
-        alone[f"pair{f}{g}"] = np.full((n, len(am.CLASSES)), np.nan)
-        for k in (f, g):
-            heard[k].append(predict(pair, d, fold_rows[k]))
-            alone[f"pair{f}{g}"][fold_rows[k]] = heard[k][-1]
-        print(f"folds {f}, {g} left out: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    for k, probs in heard.items():
-        oof[fold_rows[k]] = np.mean(probs, axis=0)
-    heads = []
+    held = [i for i in range(n) if d.folds[i] == data.HELD_OUT]
     by_fold: dict[int, np.ndarray[Any, Any]] = {}
+    started = time.perf_counter()
     for fold in range(data.FOLDS):
-        heads.append(train(d, without(fold), SEED + fold, args.epochs))
-        one = am.from_arrays(args.model, heads[-1], {"classes": am.CLASSES})
-        by_fold[fold] = predict(one, d, held)
-        print(f"fold {fold} left out: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    weights = {k: np.stack([h[k] for h in heads]).astype(np.float32) for k in heads[0]}
+        rows = [i for i in range(n) if d.folds[i] not in (fold, data.HELD_OUT)]
+        weights = train(d, rows, SEED + fold, args.epochs)
+        model = am.from_arrays(args.model, weights, {"classes": am.CLASSES})
+        mine = [i for i in range(n) if d.folds[i] == fold]
+        oof[mine] = predict(model, d, mine)
+        by_fold[fold] = predict(model, d, held)
+        print(f"fold {fold}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    weights = train(d, [i for i in range(n) if d.folds[i] != data.HELD_OUT], SEED, args.epochs)
     # No thresholds yet: new weights are calibrated anew in the decision (``calibrate``).
     record = {
         "classes": list(am.CLASSES),
         "encoder": args.model,
         "source": f"training/answer_model.py all --model {args.model} (seed {SEED})",
-        "trained": {"heads": len(heads), "copies": len(without()), "epochs": args.epochs,
+        "trained": {"copies": sum(1 for f in d.folds if f != data.HELD_OUT), "epochs": args.epochs,
                     "hidden": HIDDEN, "machine": platform.processor() or platform.machine()},
     }  # fmt: skip
     shipped = am.from_arrays(args.model, weights, record)
     final = predict(shipped, d, held)
     np.savez(out / "oof.npz", oof=oof, held=np.array(held), final=final,
-             **{f"fold{k}": v for k, v in by_fold.items()}, **alone)  # type: ignore[arg-type]  # fmt: skip
+             **{f"fold{k}": v for k, v in by_fold.items()})  # type: ignore[arg-type]  # fmt: skip
     folder = ROOT / "voicegate" / "voice" / "answer_models"
     folder.mkdir(exist_ok=True)
-    np.savez_compressed(folder / f"{args.model}.npz", **weights)  # type: ignore[arg-type]
+    np.savez_compressed(folder / f"{args.model}.npz",
+                        **{k: np.asarray(v, np.float32) for k, v in weights.items()})  # type: ignore[arg-type]  # fmt: skip
     (folder / f"{args.model}.json").write_text(json.dumps(record, indent=2) + "\n")
     return 0
 

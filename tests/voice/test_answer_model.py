@@ -85,32 +85,13 @@ def test_the_model_gives_a_distribution_and_refuses_frames_of_another_width() ->
         model.probabilities(np.zeros((0, 384), np.float32))
 
 
-def _head(rng: np.random.Generator, width: int = 6, hidden: int = 4) -> dict[str, np.ndarray]:
-    classes = len(am.CLASSES)
-    return {
-        "mean": rng.standard_normal(width),
-        "scale": rng.uniform(0.5, 2.0, width),
-        "hidden": rng.standard_normal((width, hidden)),
-        "hidden_bias": rng.standard_normal(hidden),
-        "attention": rng.standard_normal(hidden + 1),
-        "out": rng.standard_normal((2 * hidden, classes)),
-        "out_bias": rng.standard_normal(classes),
-    }
-
-
-def test_heads_stacked_in_one_file_are_averaged_as_probabilities() -> None:
-    rng = np.random.default_rng(7)
-    first, second = _head(rng), _head(rng)
-    record = {"classes": am.CLASSES}
-    both = am.from_arrays("tiny.en", {k: np.stack([first[k], second[k]]) for k in first}, record)
-    alone = [am.from_arrays("tiny.en", head, record) for head in (first, second)]
-    frames = rng.standard_normal((9, 6)).astype(np.float32)
-    assert len(both.heads) == 2 and all(len(m.heads) == 1 for m in alone)
-    expected = (alone[0].probabilities(frames) + alone[1].probabilities(frames)) / 2
-    assert both.probabilities(frames) == pytest.approx(expected)
-    assert both.probabilities(frames).sum() == pytest.approx(1.0)
-    # Training holds the frames paired once, as the model reads them: ``read`` takes them so.
-    assert both.read(am.paired(frames)) == pytest.approx(both.probabilities(frames))
+def test_frames_paired_already_are_read_as_the_model_reads_raw_frames() -> None:
+    """Training holds each clip's frames paired once (``Data``); ``read`` takes them so."""
+    model = am.load("tiny.en")
+    assert model is not None
+    frames = np.random.default_rng(3).standard_normal((61, 384)).astype(np.float32)
+    assert model.read(am.paired(frames)) == pytest.approx(model.probabilities(frames))
+    assert model.read(am.paired(am.paired(frames))) != pytest.approx(model.probabilities(frames))
 
 
 def test_weights_for_other_classes_are_refused() -> None:

@@ -4,9 +4,8 @@ of answers, and "anything else".
 Pure numpy on arrays: frames in, probabilities out. The frames are the recogniser's encoder
 output over a short window (the clip after its lead-in, then one second of quiet, rounded up to
 whole seconds: ``voicegate.voice.windows``), so hearing an answer this way costs one encoder pass
-over a few seconds. Each network is one layer per frame, attention pooling and a softmax over
-``CLASSES``; a few of them, each trained without one fold of the speakers, are averaged. Their
-weights ship beside this module (``answer_models/<model>.npz``), with a model
+over a few seconds. The network is one layer per frame, attention pooling and a softmax over
+``CLASSES``; its weights ship beside this module (``answer_models/<model>.npz``), with a model
 card (``answer_models/README.md``) that says what it was trained on and how
 (``training/answer_model.py``).
 
@@ -41,14 +40,13 @@ CLASSES: tuple[str, ...] = (OTHER, "yes", "cancel", "wait", *(f"card{k}" for k i
 CONFIRM = Decision(Kind.CONFIRM)
 CANCEL = Decision(Kind.CANCEL)
 MORE_TIME = Decision(Kind.MORE_TIME)
-# A head's arrays, in ``Head``'s order.
-_ARRAYS = ("mean", "scale", "hidden", "hidden_bias", "attention", "out", "out_bias")
 
 
 @dataclass(frozen=True, slots=True)
-class Head:
-    """One trained network: one layer per frame, attention and max pooling, a linear layer."""
+class AnswerModel:
+    """Trained weights over one recogniser's encoder frames (``encoder``: its model name)."""
 
+    encoder: str
     mean: Matrix = field(repr=False)
     scale: Matrix = field(repr=False)
     hidden: Matrix = field(repr=False)
@@ -56,24 +54,6 @@ class Head:
     attention: Matrix = field(repr=False)
     out: Matrix = field(repr=False)
     out_bias: Matrix = field(repr=False)
-
-    def logits(self, x: Matrix) -> npt.NDArray[np.float64]:
-        """Its scores of ``CLASSES`` for paired frames ``x`` (``paired``), before the softmax."""
-        h = np.maximum((x - self.mean) / self.scale @ self.hidden + self.hidden_bias, 0.0)
-        a = h @ self.attention[:-1] + self.attention[-1]
-        w = softmax(a.astype(np.float64))
-        pooled = np.concatenate([w @ h, h.max(axis=0)])
-        return np.asarray(pooled @ self.out + self.out_bias, dtype=np.float64)
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerModel:
-    """Trained heads over one recogniser's encoder frames (``encoder``: its model name), whose
-    probabilities are averaged: each head was trained without one fold of the speakers, and
-    where they disagree about a word none of them was taught, the average is unsure."""
-
-    encoder: str
-    heads: tuple[Head, ...] = field(repr=False)
     # The probability a release needs, by question ("card" or "yes"), and where it came from.
     thresholds: dict[str, float] = field(default_factory=dict)
     source: str = ""
@@ -81,21 +61,27 @@ class AnswerModel:
     @property
     def width(self) -> int:
         """The encoder frame width these weights read."""
-        return int(self.heads[0].mean.shape[-1])
+        return int(self.mean.shape[-1])
 
     def probabilities(self, frames: Matrix) -> npt.NDArray[np.float64]:
-        """P(class | frames) over ``CLASSES`` for one clip's encoder frames (T x width): the
-        heads' probabilities averaged."""
+        """P(class | frames) over ``CLASSES`` for one clip's encoder frames (T x width)."""
         x = np.asarray(frames, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.width or len(x) == 0:
             raise ValueError(f"frames must be T x {self.width} with T > 0, not {x.shape}")
-        return self.read(paired(x))
+        return softmax(self.logits(paired(x)))
 
     def read(self, x: Matrix) -> npt.NDArray[np.float64]:
-        """The heads' probabilities averaged, for frames already ``paired`` (as training holds
-        them: pairing them again would halve their rate a second time)."""
-        each = [softmax(head.logits(x)) for head in self.heads]
-        return np.asarray(np.mean(each, axis=0), dtype=np.float64)
+        """P(class) for frames already ``paired``, as training holds them (pairing them again
+        would halve their rate a second time)."""
+        return softmax(self.logits(np.asarray(x, dtype=np.float32)))
+
+    def logits(self, x: Matrix) -> npt.NDArray[np.float64]:
+        """The network's scores of ``CLASSES`` for paired frames, before the softmax."""
+        h = np.maximum((x - self.mean) / self.scale @ self.hidden + self.hidden_bias, 0.0)
+        a = h @ self.attention[:-1] + self.attention[-1]
+        w = softmax(a.astype(np.float64))
+        pooled = np.concatenate([w @ h, h.max(axis=0)])
+        return np.asarray(pooled @ self.out + self.out_bias, dtype=np.float64)
 
 
 def kept(frames: Matrix, heard: int) -> Matrix:
@@ -160,20 +146,22 @@ def load(encoder: str) -> AnswerModel | None:
 
 
 def from_arrays(encoder: str, arrays: dict[str, Any], record: dict[str, Any]) -> AnswerModel:
-    """An ``AnswerModel`` from its arrays (one head's, or several stacked on a first axis) and its
-    record (thresholds and their source)."""
+    """An ``AnswerModel`` from its arrays and its record (thresholds and their source)."""
     if tuple(record.get("classes", ())) != CLASSES:
         raise ValueError(f"the answer model's classes are {record.get('classes')}, not {CLASSES}")
-    stacked = {name: np.asarray(arrays[name], dtype=np.float32) for name in _ARRAYS}
-    if stacked["hidden"].ndim == 2:  # one head
-        stacked = {name: a[np.newaxis] for name, a in stacked.items()}
-    heads = tuple(
-        Head(*(np.ascontiguousarray(stacked[name][k]) for name in _ARRAYS))
-        for k in range(len(stacked["hidden"]))
-    )
+
+    def f32(name: str) -> Matrix:
+        return np.ascontiguousarray(arrays[name], dtype=np.float32)
+
     return AnswerModel(
         encoder,
-        heads,
+        f32("mean"),
+        f32("scale"),
+        f32("hidden"),
+        f32("hidden_bias"),
+        f32("attention"),
+        f32("out"),
+        f32("out_bias"),
         {str(k): float(v) for k, v in record.get("thresholds", {}).items()},
         str(record.get("source", "")),
     )
