@@ -377,6 +377,7 @@ def fake_microphone(clip: Path, wav: Path) -> Path:
 
     samples, rate = soundfile.read(clip, dtype="int16")
     before = np.zeros(int(FAKE_LEAD_S * rate), dtype=np.int16)
+    assert len(before) + len(samples) < FAKE_FILE_S * rate, f"{clip.name} outlasts the file"
     after = np.zeros(max(0, int(FAKE_FILE_S * rate) - len(before) - len(samples)), dtype=np.int16)
     soundfile.write(wav, np.concatenate([before, samples, after]), rate, subtype="PCM_16")
     return wav
