@@ -156,6 +156,19 @@ class Data:
         self.rows = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
         self.labels = np.array([am.CLASSES.index(r["label"]) for r in self.rows])
         self.folds = np.array([r["fold"] for r in self.rows])
+        # What training teaches: the classes, and after ``teach_near_misses`` each answer's near
+        # misses as a class of their own (read as OTHER: ``AnswerModel.refusals``).
+        self.refusals: tuple[str, ...] = ()
+        self.targets = self.labels
+
+    def teach_near_misses(self) -> None:
+        """Teach each answer's near misses ("tooth" for card2) as a class apart from other words."""
+        near = [data.near_class(r) for r in self.rows]
+        self.refusals = tuple(sorted({n for n in near if n}))
+        outputs = (*am.CLASSES, *self.refusals)
+        self.targets = np.array(
+            [outputs.index(n) if n else k for n, k in zip(near, self.labels, strict=True)]
+        )
 
     def clip(self, i: int) -> np.ndarray[Any, Any]:
         return self.frames[self.offsets[i] : self.offsets[i + 1]]
@@ -173,7 +186,7 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
     scale = x_all.std(axis=0) + 1e-3
     del x_all
     width = d.frames.shape[1]
-    classes = len(am.CLASSES)
+    classes = len(am.CLASSES) + len(d.refusals)
 
     class Head(nn.Module):
         def __init__(self) -> None:
@@ -193,7 +206,7 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
             return self.out(self.drop(torch.cat([pooled, top], dim=-1)))  # type: ignore[no-any-return]
 
     net = Head()
-    counts = np.bincount(d.labels[list(rows)], minlength=classes).astype(np.float64)
+    counts = np.bincount(d.targets[list(rows)], minlength=classes).astype(np.float64)
     # Rare classes weigh more, by the square root of their rarity: "wait" has no real speech.
     weights = torch.tensor((counts.max() / np.maximum(counts, 1)) ** 0.5, dtype=torch.float32)
     loss_fn = nn.CrossEntropyLoss(weight=weights)
@@ -211,7 +224,7 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
         net.train()
         for batch in batches:
             x, mask = _padded(d, batch, mean_t, scale_t)
-            loss = loss_fn(net(x, mask), torch.tensor(d.labels[batch]))
+            loss = loss_fn(net(x, mask), torch.tensor(d.targets[batch]))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -254,6 +267,8 @@ def fit(args: argparse.Namespace) -> int:
     """Fold models, out-of-fold probabilities, thresholds and the shipped weights."""
     out = Path(args.out)
     d = Data(out)
+    if args.near_classes:
+        d.teach_near_misses()
     n = len(d.rows)
     oof = np.full((n, len(am.CLASSES)), np.nan)
     held = [i for i in range(n) if d.folds[i] == data.HELD_OUT]
@@ -262,7 +277,8 @@ def fit(args: argparse.Namespace) -> int:
     for fold in range(data.FOLDS):
         rows = [i for i in range(n) if d.folds[i] not in (fold, data.HELD_OUT)]
         weights = train(d, rows, SEED + fold, args.epochs)
-        model = am.from_arrays(args.model, weights, {"classes": am.CLASSES})
+        model = am.from_arrays(args.model, weights, {"classes": am.CLASSES,
+                                                      "refusals": d.refusals})  # fmt: skip
         mine = [i for i in range(n) if d.folds[i] == fold]
         oof[mine] = predict(model, d, mine)
         by_fold[fold] = predict(model, d, held)
@@ -271,6 +287,7 @@ def fit(args: argparse.Namespace) -> int:
     # No thresholds yet: new weights are calibrated anew in the decision (``calibrate``).
     record = {
         "classes": list(am.CLASSES),
+        **({"refusals": list(d.refusals)} if d.refusals else {}),
         "encoder": args.model,
         "source": f"training/answer_model.py all --model {args.model} (seed {SEED})",
         "trained": {"copies": sum(1 for f in d.folds if f != data.HELD_OUT), "epochs": args.epochs,
@@ -383,6 +400,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench-out" / "answer-model"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument(
+        "--near-classes", action="store_true", help="fit: each answer's near misses a class apart"
+    )
     parser.add_argument("--augmented", action="store_true", help="report augmented copies too")
     parser.add_argument("--again", action="store_true", help="encode every clip, not only new")
     parser.add_argument(

@@ -72,6 +72,8 @@ NEAR = {
     "no": "go so low now new nose note snow mow",
     "cancel": "candle camel castle tinsel",
 }
+# A real recording of one of these words (speech_commands' "bird", "tree") is that near miss.
+_NEAR_OF = {w: answer for answer, words in NEAR.items() for w in words.split()}
 # Phrases that hold an answer word but answer nothing, or answer as the grammar reads them.
 PHRASES = (
     "for me", "me too", "to do", "not yet", "go to", "one more", "two of them", "the tree one",
@@ -139,6 +141,16 @@ def corpus() -> Iterator[Item]:
                 fold = int(speaker[0], 16) % FOLDS
             yield Item(f"sc/{folder.name}/{path.stem}", "sc", word, word_label(word), fold,
                        speaker, str(path))  # fmt: skip
+
+
+def near_class(row: dict[str, str]) -> str:
+    """The near-miss class of a clip of no answer that sounds close to one ("near_card2" for
+    "tooth", said or recorded), else ""."""
+    if row["label"] != OTHER:
+        return ""
+    near = row.get("near") or _NEAR_OF.get(row["text"], "")
+    cls = label(near) if near else OTHER
+    return "" if cls == OTHER else f"near_{cls}"
 
 
 def word_label(word: str) -> str:

@@ -99,6 +99,40 @@ def test_weights_for_other_classes_are_refused() -> None:
         am.from_arrays("tiny.en", {}, {"classes": ["other", "yes"]})
 
 
+def _arrays(outputs: int, bias: list[float]) -> dict[str, np.ndarray]:
+    """Weights of a network that reads nothing from its frames: its answer is its biases."""
+    width, hidden = 4, 3
+    return {
+        "mean": np.zeros(width),
+        "scale": np.ones(width),
+        "hidden": np.zeros((width, hidden)),
+        "hidden_bias": np.zeros(hidden),
+        "attention": np.zeros(hidden + 1),
+        "out": np.zeros((2 * hidden, outputs)),
+        "out_bias": np.array(bias),
+    }
+
+
+def test_a_near_miss_output_is_read_as_no_answer() -> None:
+    """A near miss of card 2 ("tooth") is taught apart from other words; heard, it is OTHER."""
+    record = {"classes": list(am.CLASSES), "refusals": ["near_card2"]}
+    card2 = am.CLASSES.index("card2")
+    bias = [0.0] * (len(am.CLASSES) + 1)
+    bias[-1], bias[card2] = 3.0, 1.0
+    model = am.from_arrays("tiny.en", _arrays(len(bias), bias), record)
+    p = model.probabilities(np.ones((6, 4), np.float32))
+    e = np.exp(np.array(bias))
+    assert p.shape == (len(am.CLASSES),) and p.sum() == pytest.approx(1.0)
+    assert p[0] == pytest.approx((e[0] + e[-1]) / e.sum())
+    assert p[card2] == pytest.approx(e[card2] / e.sum())
+
+
+def test_weights_with_outputs_their_record_does_not_name_are_refused() -> None:
+    arrays = _arrays(len(am.CLASSES) + 2, [0.0] * (len(am.CLASSES) + 2))
+    with pytest.raises(ValueError, match="outputs"):
+        am.from_arrays("tiny.en", arrays, {"classes": list(am.CLASSES), "refusals": ["near_yes"]})
+
+
 def test_a_release_the_answer_model_does_not_hear_is_refused() -> None:
     decided = Ruling(TWO, 0.97, Rule.DECIDED, TWO)
     answers = am.meanings(probs(card2=0.3, card3=0.5), 4, Stage.CHOOSE)

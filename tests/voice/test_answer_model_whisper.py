@@ -125,6 +125,15 @@ async def test_a_release_carries_the_answer_models_probability(
 
 
 @pytest.mark.slow
+def test_a_near_miss_is_taught_as_a_class_of_the_answer_it_is_near(training: ModuleType) -> None:
+    near_class = training.data.near_class
+    assert near_class({"label": "other", "text": "tooth", "near": "two"}) == "near_card2"
+    # A real recording of a listed near miss (speech_commands' "bird") is one too.
+    assert near_class({"label": "other", "text": "bird"}) == "near_card3"
+    assert near_class({"label": "other", "text": "hello"}) == ""
+    assert near_class({"label": "card2", "text": "two"}) == ""
+
+
 def test_training_on_a_handful_of_clips_gives_a_working_model(
     tiny: FasterWhisperTranscriber, training: ModuleType, tmp_path: Path
 ) -> None:
@@ -135,19 +144,25 @@ def test_training_on_a_handful_of_clips_gives_a_working_model(
 
     import sound
 
-    said = [("yes", "yes"), ("no", "cancel"), ("two", "card2"), ("hello", "other")]
+    said = [("yes", "yes", ""), ("no", "cancel", ""), ("two", "card2", ""),
+            ("hello", "other", ""), ("tooth", "other", "two")]  # fmt: skip
     frames, rows = [], []
     for voice in ("en-us", "en-gb", "en-us+f3"):
-        for text, label in said:
+        for text, label, near in said:
             (f,) = tiny.short_frames([sound.espeak(text, voice, 150, 50)])
             frames.append(f.astype(np.float16))
-            rows.append({"label": label, "fold": 0, "copy": 0, "source": "espeak", "id": text})
+            rows.append({"label": label, "fold": 0, "copy": 0, "source": "espeak", "id": text,
+                         "text": text, "near": near})  # fmt: skip
     np.savez(tmp_path / "features.npz", frames=np.concatenate(frames),
              offsets=np.cumsum([0, *(len(f) for f in frames)]))  # fmt: skip
     (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     d = training.Data(tmp_path)
+    d.teach_near_misses()
+    assert d.refusals == ("near_card2",)
     weights = training.train(d, list(range(len(rows))), seed=1, epochs=40)
-    model = am.from_arrays("tiny.en", weights, {"classes": am.CLASSES})
-    p = model.probabilities(frames[0].astype(np.float32))
-    assert p.sum() == pytest.approx(1.0)
-    assert am.CLASSES[int(np.argmax(p))] == "yes"
+    model = am.from_arrays("tiny.en", weights, {"classes": am.CLASSES, "refusals": d.refusals})
+    heard = [model.probabilities(f.astype(np.float32)) for f in frames[: len(said)]]
+    assert all(p.sum() == pytest.approx(1.0) for p in heard)
+    assert [am.CLASSES[int(np.argmax(p))] for p in heard] == [
+        "yes", "cancel", "card2", "other", "other"
+    ]  # fmt: skip

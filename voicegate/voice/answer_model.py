@@ -57,6 +57,9 @@ class AnswerModel:
     # The probability a release needs, by question ("card" or "yes"), and where it came from.
     thresholds: dict[str, float] = field(default_factory=dict)
     source: str = ""
+    # Outputs after ``CLASSES`` that are "anything else" too (the near misses of each answer,
+    # taught apart from other words): their probability is OTHER's.
+    refusals: tuple[str, ...] = ()
 
     @property
     def width(self) -> int:
@@ -68,15 +71,17 @@ class AnswerModel:
         x = np.asarray(frames, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.width or len(x) == 0:
             raise ValueError(f"frames must be T x {self.width} with T > 0, not {x.shape}")
-        return softmax(self.logits(paired(x)))
+        return self.read(paired(x))
 
     def read(self, x: Matrix) -> npt.NDArray[np.float64]:
         """P(class) for frames already ``paired``, as training holds them (pairing them again
         would halve their rate a second time)."""
-        return softmax(self.logits(np.asarray(x, dtype=np.float32)))
+        p = softmax(self.logits(np.asarray(x, dtype=np.float32)))
+        p[0] += p[len(CLASSES) :].sum()
+        return p[: len(CLASSES)]
 
     def logits(self, x: Matrix) -> npt.NDArray[np.float64]:
-        """The network's scores of ``CLASSES`` for paired frames, before the softmax."""
+        """The network's scores of ``CLASSES``, then of ``refusals``, before the softmax."""
         h = np.maximum((x - self.mean) / self.scale @ self.hidden + self.hidden_bias, 0.0)
         a = h @ self.attention[:-1] + self.attention[-1]
         w = softmax(a.astype(np.float64))
@@ -149,6 +154,10 @@ def from_arrays(encoder: str, arrays: dict[str, Any], record: dict[str, Any]) ->
     """An ``AnswerModel`` from its arrays and its record (thresholds and their source)."""
     if tuple(record.get("classes", ())) != CLASSES:
         raise ValueError(f"the answer model's classes are {record.get('classes')}, not {CLASSES}")
+    refusals = tuple(str(r) for r in record.get("refusals", ()))
+    if np.shape(arrays["out"])[-1] != len(CLASSES) + len(refusals):
+        raise ValueError(f"the answer model has {np.shape(arrays['out'])[-1]} outputs, not "
+                         f"{len(CLASSES)} classes and {len(refusals)} refusals")  # fmt: skip
 
     def f32(name: str) -> Matrix:
         return np.ascontiguousarray(arrays[name], dtype=np.float32)
@@ -164,4 +173,5 @@ def from_arrays(encoder: str, arrays: dict[str, Any], record: dict[str, Any]) ->
         f32("out_bias"),
         {str(k): float(v) for k, v in record.get("thresholds", {}).items()},
         str(record.get("source", "")),
+        refusals,
     )
