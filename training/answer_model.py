@@ -277,8 +277,7 @@ def fit(args: argparse.Namespace) -> int:
     for fold in range(data.FOLDS):
         rows = [i for i in range(n) if d.folds[i] not in (fold, data.HELD_OUT)]
         weights = train(d, rows, SEED + fold, args.epochs)
-        model = am.from_arrays(args.model, weights, {"classes": am.CLASSES,
-                                                      "refusals": d.refusals})  # fmt: skip
+        model = am.from_arrays(args.model, weights, {"classes": am.CLASSES, "refusals": d.refusals})
         mine = [i for i in range(n) if d.folds[i] == fold]
         oof[mine] = predict(model, d, mine)
         by_fold[fold] = predict(model, d, held)

@@ -124,7 +124,6 @@ async def test_a_release_carries_the_answer_models_probability(
     assert "answer_model" in result.timings_ms
 
 
-@pytest.mark.slow
 def test_a_near_miss_is_taught_as_a_class_of_the_answer_it_is_near(training: ModuleType) -> None:
     near_class = training.data.near_class
     assert near_class({"label": "other", "text": "tooth", "near": "two"}) == "near_card2"
@@ -134,6 +133,7 @@ def test_a_near_miss_is_taught_as_a_class_of_the_answer_it_is_near(training: Mod
     assert near_class({"label": "card2", "text": "two"}) == ""
 
 
+@pytest.mark.slow
 def test_training_on_a_handful_of_clips_gives_a_working_model(
     tiny: FasterWhisperTranscriber, training: ModuleType, tmp_path: Path
 ) -> None:
