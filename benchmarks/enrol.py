@@ -38,7 +38,7 @@ import numpy as np
 
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
-from voicegate.voice import audio, calibration, decision, templates
+from voicegate.voice import answer_model, audio, calibration, decision, templates
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("VOICEGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -99,6 +99,41 @@ def run_frames(args: argparse.Namespace) -> int:
             print(f"{k} takes, {time.perf_counter() - started:.0f} s", file=sys.stderr)
     np.savez_compressed(args.out, **{k: v.astype(np.float16) for k, v in out.items()})  # type: ignore[arg-type]
     print(f"{len(out)} takes' frames of {args.model} in {args.out}")
+    return 0
+
+
+def unheard(folder: Path, model: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every FSDD take, as heard by an answer model that never heard its speaker (a fold model
+    of ``training/answer_model.py fit``; ``folder`` is its ``--out``): its embedding and its
+    probabilities of ``answer_model.CLASSES``, from the short-window frames of ``features``."""
+    sys.path.insert(0, str(ROOT / "training"))
+    import data  # training/data.py: each FSDD speaker is a fold of their own
+
+    with np.load(folder / "features.npz") as z:
+        frames, offsets = z["frames"], z["offsets"]
+    rows = [json.loads(line) for line in (folder / "items.jsonl").read_text().splitlines()]
+    models = {}
+    for fold in range(data.FOLDS):
+        with np.load(folder / f"fold{fold}.npz") as z:
+            weights = dict(z)
+        models[fold] = answer_model.from_arrays(model, weights, {"classes": answer_model.CLASSES})
+    out = {}
+    for i, r in enumerate(rows):
+        if r["source"] == "fsdd" and r["copy"] == 0:
+            x = answer_model.paired(frames[offsets[i] : offsets[i + 1]].astype(np.float32))
+            m = models[r["fold"]]
+            out[r["id"].split("/", 1)[1]] = (m.embedding(x), m.read(x))
+    return out
+
+
+def run_prototypes(args: argparse.Namespace) -> int:
+    """Every FSDD take as a prototype (``unheard``'s embedding), kept as one frame of unit
+    length, so the template rule's DTW distance between two takes is half the straight line
+    between their directions."""
+    heard = unheard(Path(args.answer_model), args.model)
+    out = {k: (e / np.linalg.norm(e))[None, :].astype(np.float32) for k, (e, _) in heard.items()}
+    np.savez_compressed(args.out, **out)
+    print(f"{len(out)} takes' prototypes of {args.model}'s fold models in {args.out}")
     return 0
 
 
@@ -359,6 +394,11 @@ def main() -> int:
     fr.add_argument("--model", default="tiny.en")
     fr.add_argument("--threads", type=int, default=2)
     fr.add_argument("--out", required=True, help="an .npz file")
+    pr = sub.add_parser("prototypes")
+    pr.add_argument("--model", default="tiny.en")
+    pr.add_argument("--answer-model", default=str(ROOT / "bench-out" / "answer-model"),
+                    help="training/answer_model.py's --out, after features and fit")  # fmt: skip
+    pr.add_argument("--out", required=True, help="an .npz file, read as --frames")
     t = sub.add_parser("time")
     t.add_argument("--templates", type=int, default=30)
     t.add_argument("--answers", type=int, default=100)
@@ -371,6 +411,7 @@ def main() -> int:
     run = {
         "templates": run_templates,
         "frames": run_frames,
+        "prototypes": run_prototypes,
         "time": run_time,
         "replay": run_replay,
     }[args.command]

@@ -21,6 +21,10 @@ five open cards, through the server's own ``decision.weigh`` and ``decision.fuse
    (Bayes' rule, the two taken as independent given what was said): ``combined``.
 2. **No threshold of its own.** The fused probability is read against the card threshold the
    recogniser alone is held to (``Calibration.card``).
+3. **The answer model agreeing** (``--answer-model bench-out/answer-model``, after
+   ``training/answer_model.py features`` and ``fit``): every release must then have the answer
+   model's agreement at its shipped threshold (``decision.agree``), as in the server, from the
+   fold model that never heard the take's speaker.
 
 Both splits are then reported, beside the recogniser alone, with what the templates changed.
 """
@@ -38,8 +42,8 @@ from pathlib import Path
 import enrol
 import numpy as np
 
-from voicegate.domain import Stage
-from voicegate.voice import calibration, decision
+from voicegate.domain import Decision, Stage
+from voicegate.voice import answer_model, calibration, decision
 from voicegate.voice.taught import Taught, fusion_evidence
 
 # The ridge on the weights: keeps Newton's method finite when a feature separates the
@@ -50,6 +54,11 @@ ALONE_GRID = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
 Weights = tuple[float, float, float, float]
 Limits = tuple[float, float]
 Row = enrol.Row
+# Each take's answers on five cards by the answer model that never heard its speaker.
+Heard = dict[str, dict[Decision, float]]
+# The shipped calibration, with the shipped answer model's thresholds for ``decision.agree``.
+_model = answer_model.load("tiny.en")
+AGREEING = replace(calibration.of("tiny.en"), answers=_model.thresholds if _model else None)
 
 
 def taught(row: Row, hard: bool) -> Taught:
@@ -64,15 +73,19 @@ def table(
     hard: bool = False,
     limits: Limits | None = None,
     alone: float | None = None,
+    heard: Heard | None = None,
 ) -> tuple[dict[str, Counter[str]], Counter[tuple[str, str]]]:
     """Outcome counts per speaker with the user's templates fused by ``weights`` (None: the
     recogniser alone, as for a user who taught nothing), and counts per deciding rule; ``hard``
     for users who said their speech is hard for recognisers, with ``alone`` as the
-    recogniser's probability a clear match needs (None: the shipped one)."""
+    recogniser's probability a clear match needs (None: the shipped one); ``heard``: each take's
+    answers by the answer model, which must then agree (``decision.agree``), as in the server."""
     counts: dict[str, Counter[str]] = {}
     rules: Counter[tuple[str, str]] = Counter()
     for row in rows:
         t, v = row[0], fused(row, weights, hard, limits, alone)
+        if heard is not None:
+            v = decision.agree(v, heard[t.id], Stage.CHOOSE, AGREEING, enrol.CARDS)
         o = enrol.outcome(t.digit, v.decision)
         counts.setdefault(t.speaker, Counter())[o] += 1
         rules[(v.rule, o)] += 1
@@ -99,6 +112,15 @@ def fused(
     )
     said, hyps, v = row[1], row[2], row[3]
     return decision.fuse(v, hyps, said, taught(row, hard), Stage.CHOOSE, cal, enrol.CARDS)
+
+
+def answers_of(folder: Path) -> Heard:
+    """Each FSDD take's answers on five cards by the answer model that never heard its speaker
+    (``enrol.unheard``), as the server hands them to ``decision.agree``."""
+    return {
+        take: answer_model.meanings(p, enrol.CARDS, Stage.CHOOSE)
+        for take, (_, p) in enrol.unheard(folder, "tiny.en").items()
+    }
 
 
 def evidence(rows: list[Row], anywhere: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -177,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
     if shipped.fusion is not None and differ:
         title = f"fused, {args.takes} takes enrolled, shipped weights {shipped.fusion}"
         runs.append((title, shipped.fusion, shipped.fusion_limits))
+    heard = answers_of(Path(args.answer_model)) if args.answer_model else None
     for title, w, lim in runs:
-        counts, rules = table(rows, w, limits=lim)
+        if heard is not None:
+            title += ", the answer model agreeing (the server's decision)"
+        counts, rules = table(rows, w, limits=lim, heard=heard)
         enrol.print_table(title, counts)
         print("rules:", dict(sorted(rules.items())))
         report[title] = {k: dict(v) for k, v in counts.items()}
@@ -187,12 +212,12 @@ def run(args: argparse.Namespace) -> int:
     print("| alone | calibration right | wrong | released | report right | wrong | released |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for alone in ALONE_GRID:
-        counts, _ = table(rows, weights, hard=True, limits=limits, alone=alone)
+        counts, _ = table(rows, weights, hard=True, limits=limits, alone=alone, heard=heard)
         cal = sum((counts[k] for k in counts if k in enrol.CALIBRATION), Counter())
         rep = sum((counts[k] for k in counts if k not in enrol.CALIBRATION), Counter())
         print(f"| {alone} | {cal['right']} | {cal['wrong']} | {cal['released']} | "
               f"{rep['right']} | {rep['wrong']} | {rep['released']} |")  # fmt: skip
-    counts, rules = table(rows, weights, hard=True, limits=limits)
+    counts, rules = table(rows, weights, hard=True, limits=limits, heard=heard)
     enrol.print_table(f"hard for recognisers, shipped alone {shipped.alone}", counts)
     print("rules:", dict(sorted(rules.items())))
     report["hard"] = {k: dict(v) for k, v in counts.items()}
@@ -217,6 +242,8 @@ def main() -> int:
     )
     parser.add_argument("--json", default=None)
     parser.add_argument("--frames", help="encoder frames (enrol.py frames); else MFCC")
+    parser.add_argument("--answer-model", help="training/answer_model.py's --out after fit: "
+                        "its fold models must agree with each release")  # fmt: skip
     args = parser.parse_args()
     np.seterr(all="ignore")
     return run(args)

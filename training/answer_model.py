@@ -9,8 +9,9 @@ Steps, each writing under ``bench-out/answer-model/`` (``--out``):
             pass (``FasterWhisperTranscriber.short_frames``): ``features.npz``; the held-out near
             misses are also written as WAV files for the recogniser's own hearing
   fit       four fold models, each trained without one fold (out-of-fold probabilities of every
-            clip: ``oof.npz``), and the shipped model on every fold: its weights and record go
-            to ``voicegate/voice/answer_models/``, without thresholds
+            clip: ``oof.npz``; their weights: ``fold<k>.npz``), and the shipped model on every
+            fold: its weights and record go to ``voicegate/voice/answer_models/``, without
+            thresholds
   calibrate the thresholds at which the model agrees with a release, on the recogniser's own
             hearings of the corpus (``benchmarks/answer_fusion.py fit``; ``--cache``)
   report    the model alone, out of fold (the model card's figures; the decision's are
@@ -278,6 +279,8 @@ def fit(args: argparse.Namespace) -> int:
         rows = [i for i in range(n) if d.folds[i] not in (fold, data.HELD_OUT)]
         weights = train(d, rows, SEED + fold, args.epochs)
         model = am.from_arrays(args.model, weights, {"classes": am.CLASSES, "refusals": d.refusals})
+        # Kept for what needs a model that never heard a speaker (benchmarks/enrol.py, fusion.py).
+        np.savez(out / f"fold{fold}.npz", **weights)
         mine = [i for i in range(n) if d.folds[i] == fold]
         oof[mine] = predict(model, d, mine)
         by_fold[fold] = predict(model, d, held)

@@ -94,6 +94,19 @@ def test_frames_paired_already_are_read_as_the_model_reads_raw_frames() -> None:
     assert model.read(am.paired(am.paired(frames))) != pytest.approx(model.probabilities(frames))
 
 
+def test_the_embedding_is_the_attention_mean_then_the_maximum_of_the_hidden_layer() -> None:
+    """What the outputs read (and what an enrolment prototype would keep, benchmarks/enrol.py
+    prototypes): a mean weighted by attention lies between 0 (ReLU) and the maximum over time."""
+    model = am.load("tiny.en")
+    assert model is not None
+    x = am.paired(np.random.default_rng(4).standard_normal((60, 384)).astype(np.float32))
+    e = model.embedding(x)
+    hidden = model.hidden.shape[1]
+    assert e.shape == (2 * hidden,)
+    assert (e >= 0).all() and (e[:hidden] <= e[hidden:] + 1e-9).all()
+    assert model.logits(x) == pytest.approx(e @ model.out + model.out_bias)
+
+
 def test_weights_for_other_classes_are_refused() -> None:
     with pytest.raises(ValueError, match="classes"):
         am.from_arrays("tiny.en", {}, {"classes": ["other", "yes"]})

@@ -82,11 +82,15 @@ class AnswerModel:
 
     def logits(self, x: Matrix) -> npt.NDArray[np.float64]:
         """The network's scores of ``CLASSES``, then of ``refusals``, before the softmax."""
+        return np.asarray(self.embedding(x) @ self.out + self.out_bias, dtype=np.float64)
+
+    def embedding(self, x: Matrix) -> npt.NDArray[np.float64]:
+        """What the outputs read of paired frames: the hidden layer pooled by attention, then
+        its maximum over time (2 x the hidden width)."""
         h = np.maximum((x - self.mean) / self.scale @ self.hidden + self.hidden_bias, 0.0)
         a = h @ self.attention[:-1] + self.attention[-1]
         w = softmax(a.astype(np.float64))
-        pooled = np.concatenate([w @ h, h.max(axis=0)])
-        return np.asarray(pooled @ self.out + self.out_bias, dtype=np.float64)
+        return np.concatenate([w @ h, h.max(axis=0)])
 
 
 def kept(frames: Matrix, heard: int) -> Matrix:
