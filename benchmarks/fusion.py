@@ -153,6 +153,25 @@ def changes(rows: list[Row], weights: Weights, limits: Limits) -> Counter[tuple[
     return out
 
 
+def vetoed(rows: list[Row], heard: Heard) -> Counter[tuple[int, str]]:
+    """The takes whose release by the recogniser alone the answer model refuses: per digit,
+    whether the model's likeliest answer is that card under its threshold ("same"), no answer
+    ("nothing") or another card."""
+    out: Counter[tuple[int, str]] = Counter()
+    for row in rows:
+        t, v = row[0], row[3]
+        if not v.decision.releases:
+            continue
+        ruling = decision.agree(v, heard[t.id], Stage.CHOOSE, AGREEING, enrol.CARDS)
+        if ruling.rule is not decision.Rule.ANSWER_MODEL:
+            continue
+        answers = heard[t.id]
+        top = max(answers, key=lambda d: answers[d])
+        kind = "same" if top == v.decision else "nothing" if not top.releases else "another card"
+        out[(t.digit, kind)] += 1
+    return out
+
+
 def combined(template_weights: tuple[float, float, float], prior: float) -> Weights:
     """Bayes' rule in log-odds: the recogniser's log-odds (weight 1) plus the templates'
     likelihood ratio, which is their fitted log-odds less the log-odds of the fitting set's
@@ -221,6 +240,9 @@ def run(args: argparse.Namespace) -> int:
     enrol.print_table(f"hard for recognisers, shipped alone {shipped.alone}", counts)
     print("rules:", dict(sorted(rules.items())))
     report["hard"] = {k: dict(v) for k, v in counts.items()}
+    if heard is not None:
+        print("refused by the answer model, no enrolment (digit, its likeliest answer):",
+              dict(sorted(vetoed(rows, heard).items())))  # fmt: skip
     changed = changes(rows, weights, limits)
     print("changed by the templates (alone -> fused, rule):", dict(sorted(changed.items())))
     report["changed"] = {" ".join(k): n for k, n in sorted(changed.items())}
