@@ -26,14 +26,19 @@ and its shipped thresholds (no model heard those words). The rules:
   model's likeliest answer is the same, at its threshold;
 - **lift**: as both, and where today's rule was only unsure (its winner under its threshold,
   unsupported, no answer) the answer model's release stands unless the transcript says
-  another answer or the likeliest hypothesis is a refusal of meaning (measured, not shipped).
+  another answer or the likeliest hypothesis is a refusal of meaning (measured, not shipped);
+- **cancel**: shipped, "both" and then ``decision.heard_cancel``: where the words said nothing,
+  the answer model's cancel at its ``cancel`` threshold decides.
 
 ``fit`` writes the thresholds of "both" into the answer model's record: for each question, the
 lowest step from 0.5 at which one half of the folds (FSDD's jackson and nicolas with the
 speech_commands speakers 0 and 1; the rest) releases nothing wrongly, fitted on each half, the
 higher shipped, so every reported figure is at a threshold the other half fitted. With ``--add
 LABEL`` (a retrain's out-of-fold probabilities in place) its fits join the shipped record's and
-the highest of all stands: another run's fold models never heard the speaker either.
+the highest of all stands: another run's fold models never heard the speaker either. The
+``cancel`` threshold is fitted after them, at their thresholds: per half, the lowest step from 0.5
+at which the sound cancels no clip that was not a "no" or "stop"; ``--question cancel`` fits it
+alone, keeping the record's other fits.
 """
 
 from __future__ import annotations
@@ -58,7 +63,8 @@ from voicegate.voice.transcribe import Hearing
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench-out" / "answer-model"
-RULES = ("decoder", "model", "both", "lift")
+RECORD = ROOT / "voicegate/voice/answer_models/tiny.en.json"
+RULES = ("decoder", "model", "both", "lift", "cancel")
 _NOTHING = Decision(Kind.REFUSE)
 NEAR_CONFIGS = ((1, Stage.CHOOSE), (1, Stage.FINAL), (2, Stage.CHOOSE), (3, Stage.CHOOSE),
                 (4, Stage.CHOOSE), (5, Stage.CHOOSE))  # fmt: skip
@@ -91,13 +97,19 @@ def hear(args: argparse.Namespace) -> int:
 
 
 def verdicts(
-    h: Hearing, probs: np.ndarray[Any, Any], cards: int, stage: Stage, need: float
+    h: Hearing,
+    probs: np.ndarray[Any, Any],
+    cards: int,
+    stage: Stage,
+    need: float,
+    cancel: float = math.inf,
 ) -> dict[str, Decision]:
-    """Each rule's decision for one clip at one question."""
+    """Each rule's decision for one clip at one question; ``cancel``: the threshold at which the
+    sound may cancel (rule 5, "cancel": "both" and ``decision.heard_cancel``)."""
     cal = calibration.Calibration(
         **{
             **_fields(calibration.of("tiny.en")),
-            "answers": {calibration.question(stage, cards): need},
+            "answers": {calibration.question(stage, cards): need, decision.CANCEL_KEY: cancel},
         }
     )
     transcript = read_transcript(h.text, cards, stage)
@@ -108,11 +120,14 @@ def verdicts(
     model = said if said.kind in decision.ANSWERS and meanings[said] >= need else _NOTHING
     if h.refusal is not None:
         v = decision.refused_by_recogniser(h.refusal, transcript)
-        return {"decoder": v.decision, "model": model, "both": v.decision, "lift": v.decision}
+        heard = decision.heard_cancel(v, meanings, transcript, cal).decision
+        return {"decoder": v.decision, "model": model, "both": v.decision, "lift": v.decision,
+                "cancel": heard}  # fmt: skip
     rs = consent.readings(cards, stage, tuple(LEXICONS["en"]))
     scored = hypotheses(rs, h, cards, stage)
     v = decision.weigh(scored, transcript, stage, cal, cards)
-    both = decision.agree(v, meanings, stage, cal, cards).decision
+    agreed = decision.agree(v, meanings, stage, cal, cards)
+    both = agreed.decision
     lift = both
     if sure and v.rule in (
         decision.Rule.UNCLEAR,
@@ -123,7 +138,8 @@ def verdicts(
         vetoed = decision._meaning(decision._likeliest(finite, cal.prior(stage, cards)))
         other = transcript.kind in decision.ANSWERS and transcript != said
         lift = v.decision if vetoed or other else said
-    return {"decoder": v.decision, "model": model, "both": both, "lift": lift}
+    heard = decision.heard_cancel(agreed, meanings, transcript, cal).decision
+    return {"decoder": v.decision, "model": model, "both": both, "lift": lift, "cancel": heard}
 
 
 def _fields(cal: calibration.Calibration) -> dict[str, Any]:
@@ -131,7 +147,10 @@ def _fields(cal: calibration.Calibration) -> dict[str, Any]:
 
 
 def outcome(want: Decision, got: Decision) -> str:
-    """right, refused (a right answer not taken), wrong (a wrong release) or held."""
+    """right, refused (a right answer not taken), wrong (a wrong release), cancelled (a cancel
+    of what was not one) or held."""
+    if got.kind is Kind.CANCEL and want.kind is not Kind.CANCEL:
+        return "cancelled"
     if want.kind is Kind.REFUSE:
         return "wrong" if got.releases else "held"
     if got == want or (want.kind is Kind.CANCEL and got.kind is Kind.CANCEL):
@@ -148,6 +167,8 @@ def expected(label: str, cards: int, stage: Stage) -> Decision:
 HALVES = {"folds 0-1": (0, 1), "folds 2-3": (2, 3)}
 OTHER_HALF = {0: "folds 2-3", 1: "folds 2-3", 2: "folds 0-1", 3: "folds 0-1"}
 GRID = [round(0.5 + 0.005 * i, 3) for i in range(100)]
+# What ``fit`` fits: the answer model's threshold for each question, and for the sound's cancel.
+QUESTIONS = ("card", "yes", decision.CANCEL_KEY)
 
 
 def cases(cache: Path) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Hearing, int, Stage]]:
@@ -172,23 +193,42 @@ def cases(cache: Path) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Heari
 def fit(args: argparse.Namespace) -> int:
     """The thresholds of "both", by question and half; the higher of the halves shipped."""
     every = cases(Path(args.cache))
+    record = json.loads(RECORD.read_text())
     fits: dict[str, dict[str, float]] = {}
-    for question in ("card", "yes"):
+    asked = args.questions or QUESTIONS
+    # The releases are fitted first: a cancel is fitted where "both" decides at their thresholds.
+    for question in sorted(asked, key=QUESTIONS.index):
         fits[question] = {}
         for half, folds in HALVES.items():
+            if question == decision.CANCEL_KEY:
+                needs = {q: max(fits[q].values()) if q in fits else record["thresholds"][q]
+                         for q in ("card", "yes")}  # fmt: skip
+                mine = [c for c in every if c[0]["fold"] in folds]
+                fits[question][half] = next(
+                    (t for t in GRID if not any(_cancelled(c, needs, t) for c in mine)), 1.0
+                )
+                continue
             mine = [c for c in every if c[0]["fold"] in folds
                     and calibration.question(c[4], c[3]) == question]  # fmt: skip
             fits[question][half] = next(
                 (t for t in GRID if not any(_wrong(c, t) for c in mine)), 1.0
             )
-    path = ROOT / "voicegate/voice/answer_models/tiny.en.json"
-    record = json.loads(path.read_text())
-    if args.add:
+    path = RECORD
+    if args.questions:
+        # Only these questions are fitted again: the record's other fits stand as they are.
+        for question, halves in fits.items():
+            record["fits"][question] = halves
+        flags = " ".join(f"--question {q}" for q in fits)
+        record["fit_source"] += (
+            f"; {', '.join(fits)}: benchmarks/answer_fusion.py fit --cache {args.cache} {flags}"
+            " (this run's fold models)"
+        )
+    elif args.add:
         # Another run's fold models stand in for the shipped weights as well as their own run's:
         # their fits join the record's, and the highest of all stands.
         for question, halves in fits.items():
             for half, need in halves.items():
-                record["fits"][question][f"{half}, {args.add}"] = need
+                record["fits"].setdefault(question, {})[f"{half}, {args.add}"] = need
         record["fit_source"] += f"; and --add {args.add!r} (another run's fold models)"
     else:
         record["fits"] = fits
@@ -197,6 +237,15 @@ def fit(args: argparse.Namespace) -> int:
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({"fits": fits, "thresholds": record["thresholds"]}, indent=2))
     return 0
+
+
+def _cancelled(case: tuple[Any, ...], needs: dict[str, float], cancel: float) -> bool:
+    """The sound cancelled (rule 5) a clip that was not a cancel, "both" at ``needs``."""
+    r, probs, h, cards, stage = case
+    got = verdicts(h, probs, cards, stage, needs[calibration.question(stage, cards)], cancel)
+    return (
+        got["cancel"] != got["both"] and expected(r["label"], cards, stage).kind is not Kind.CANCEL
+    )
 
 
 def _wrong(case: tuple[Any, ...], need: float) -> bool:
@@ -210,13 +259,14 @@ def table(args: argparse.Namespace) -> int:
     rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
     with np.load(OUT / "oof.npz") as f:
         z = dict(f)
-    record_ = json.loads((ROOT / "voicegate/voice/answer_models/tiny.en.json").read_text())
+    record_ = json.loads(RECORD.read_text())
     fits = record_["fits"]
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r, probs, h, cards, stage in cases(Path(args.cache)):
         need = fits[calibration.question(stage, cards)][OTHER_HALF[r["fold"]]]
+        cancel = fits.get(decision.CANCEL_KEY, {}).get(OTHER_HALF[r["fold"]], math.inf)
         want = expected(r["label"], cards, stage)
-        for rule, got in verdicts(h, probs, cards, stage, need).items():
+        for rule, got in verdicts(h, probs, cards, stage, need, cancel).items():
             counts[(_set(r, cards, stage), rule)][outcome(want, got)] += 1
     if args.near:
         near = load(Path(args.near))
@@ -230,7 +280,10 @@ def table(args: argparse.Namespace) -> int:
                 if near_h is None:
                     continue
                 need = record_["thresholds"][q]
-                for rule, got in verdicts(near_h, z["final"][k], cards, stage, need).items():
+                cancel = record_["thresholds"].get(decision.CANCEL_KEY, math.inf)
+                for rule, got in verdicts(
+                    near_h, z["final"][k], cards, stage, need, cancel
+                ).items():
                     counts[(f"held-out near misses, {q}", rule)][
                         outcome(Decision(Kind.REFUSE), got)
                     ] += 1
@@ -242,11 +295,12 @@ def table(args: argparse.Namespace) -> int:
         for rule in RULES:
             c = counts[(s, rule)]
             answered = c["right"] + c["refused"]
-            cells.append(
+            cell = (
                 f"{c['right']} / {c['refused']} / {c['wrong']}"
                 if answered
                 else f"held {c['held']} / {c['wrong']}"
             )
+            cells.append(cell + (f" (cancelled {c['cancelled']})" if c["cancelled"] else ""))
         print(f"| {s} | " + " | ".join(cells) + " |")
     return 0
 
@@ -263,7 +317,7 @@ def sweep(args: argparse.Namespace) -> int:
     rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
     with np.load(OUT / "oof.npz") as f:
         z = dict(f)
-    shipped = json.loads((ROOT / "voicegate/voice/answer_models/tiny.en.json").read_text())
+    shipped = json.loads(RECORD.read_text())
     every = cases(Path(args.cache))
     near = load(Path(args.near))
     held = [int(k) for k in z["held"]]
@@ -330,6 +384,10 @@ def main() -> int:
     f.add_argument(
         "--add", default="", help="keep the record's fits and add this run's under this label"
     )
+    f.add_argument(
+        "--question", action="append", dest="questions", choices=QUESTIONS,
+        help="fit only this question again, keeping the record's other fits",
+    )  # fmt: skip
     t = sub.add_parser("table")
     t.add_argument("--cache", required=True)
     t.add_argument("--near", default=None)

@@ -1,5 +1,5 @@
 """The answer model: its shipped weights and record, the answers a question can take, and the
-rule by which it joins the decision (``decision.agree``)."""
+rules by which it joins the decision (``decision.agree``, ``decision.heard_cancel``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind, Reason
 from voicegate.voice import answer_model as am
 from voicegate.voice.calibration import UNCALIBRATED, Calibration
-from voicegate.voice.decision import UNCLEAR, Rule, Ruling, agree
+from voicegate.voice.decision import UNCLEAR, Rule, Ruling, agree, heard_cancel
 
 YES = Decision(Kind.CONFIRM)
 TWO = Decision(Kind.CHOOSE, card=2)
@@ -23,7 +23,9 @@ THREE = Decision(Kind.CHOOSE, card=3)
 NOTHING = Decision(Kind.REFUSE)
 HEDGE = Decision(Kind.REFUSE, reason=Reason.HEDGE)
 NOT_UNDERSTOOD = Decision(Kind.REFUSE, reason=Reason.NOT_UNDERSTOOD)
-CALIBRATED = Calibration(0.9, 0.9, 1, "test", answers={"card": 0.8, "yes": 0.85})
+CALIBRATED = Calibration(0.9, 0.9, 1, "test", answers={"card": 0.8, "yes": 0.85, "cancel": 0.9})
+CANCEL = Decision(Kind.CANCEL)
+NO_SPEECH = Decision(Kind.REFUSE, reason=Reason.NO_SPEECH)
 
 
 def probs(**named: float) -> np.ndarray:
@@ -67,7 +69,7 @@ def test_the_shipped_thresholds_are_the_recorded_fits() -> None:
     record = json.loads((folder / "tiny.en.json").read_text(encoding="utf-8"))
     model = am.load("tiny.en")
     assert model is not None
-    assert set(model.thresholds) == {"card", "yes"}
+    assert set(model.thresholds) == {"card", "yes", "cancel"}
     for question, halves in record["fits"].items():
         assert model.thresholds[question] == max(halves.values())
         assert 0.5 <= model.thresholds[question] < 1.0
@@ -207,3 +209,76 @@ def test_the_answer_model_only_ever_takes_a_release_away(
         assert answers[v.decision] >= need
     if not decided.releases:
         assert v == ruling
+
+
+def test_the_sound_cancels_where_the_words_said_nothing() -> None:
+    """A spoken "no" heard "Now.": the grammar reads no answer, the model hears cancel."""
+    unread = Ruling(NOT_UNDERSTOOD, 0.0, Rule.NO_ANSWER)
+    answers = am.meanings(probs(cancel=0.95), 1, Stage.FINAL)
+    v = heard_cancel(unread, answers, NOT_UNDERSTOOD, CALIBRATED)
+    assert v.decision == CANCEL and v.rule == "heard_cancel" and v.heard == pytest.approx(0.95)
+    heard_nothing = Ruling(NO_SPEECH, 0.0, Rule.RECOGNISER)
+    assert heard_cancel(heard_nothing, answers, NO_SPEECH, CALIBRATED).decision == CANCEL
+
+
+def test_the_sound_cancels_only_at_its_threshold_and_as_its_likeliest_answer() -> None:
+    unread = Ruling(NOT_UNDERSTOOD, 0.0, Rule.NO_ANSWER)
+    unsure = am.meanings(probs(cancel=0.89), 1, Stage.FINAL)
+    assert heard_cancel(unread, unsure, NOT_UNDERSTOOD, CALIBRATED) == unread
+    yes = am.meanings(probs(yes=0.95, cancel=0.05), 1, Stage.FINAL)
+    assert heard_cancel(unread, yes, NOT_UNDERSTOOD, CALIBRATED) == unread
+
+
+def test_the_sound_never_cancels_against_the_words() -> None:
+    """Words that meant something (a hedge, a release the model refused, an unsure yes)
+    stand: the sound cancels only where nothing was understood."""
+    answers = am.meanings(probs(cancel=0.99), 1, Stage.FINAL)
+    hedge = Ruling(HEDGE, 0.0, Rule.VETO)
+    assert heard_cancel(hedge, answers, HEDGE, CALIBRATED) == hedge
+    refused = Ruling(UNCLEAR, 0.97, Rule.ANSWER_MODEL, YES)
+    assert heard_cancel(refused, answers, YES, CALIBRATED) == refused
+    unsure_yes = Ruling(NOT_UNDERSTOOD, 0.7, Rule.UNCLEAR, YES)
+    assert heard_cancel(unsure_yes, answers, NOT_UNDERSTOOD, CALIBRATED) == unsure_yes
+    other_words = Ruling(UNCLEAR, 0.0, Rule.NO_ANSWER)
+    assert heard_cancel(other_words, answers, YES, CALIBRATED) == other_words
+
+
+def test_without_a_cancel_threshold_the_sound_cancels_nothing() -> None:
+    unread = Ruling(NOT_UNDERSTOOD, 0.0, Rule.NO_ANSWER)
+    answers = am.meanings(probs(cancel=0.99), 1, Stage.FINAL)
+    assert heard_cancel(unread, answers, NOT_UNDERSTOOD, UNCALIBRATED) == unread
+    no_cancel = Calibration(0.9, 0.9, 1, "test", answers={"card": 0.8, "yes": 0.85})
+    assert heard_cancel(unread, answers, NOT_UNDERSTOOD, no_cancel) == unread
+    assert heard_cancel(unread, None, NOT_UNDERSTOOD, CALIBRATED) == unread
+
+
+@given(
+    ruled=DECISIONS,
+    transcript=DECISIONS,
+    rule=st.sampled_from(list(Rule)),
+    winner=st.one_of(st.none(), DECISIONS),
+    weights=st.lists(st.floats(0, 1), min_size=len(am.CLASSES), max_size=len(am.CLASSES)),
+    cards=st.integers(1, 5),
+    final=st.booleans(),
+)
+def test_the_sound_only_ever_turns_a_refusal_of_nothing_understood_into_a_cancel(
+    ruled: Decision,
+    transcript: Decision,
+    rule: Rule,
+    winner: Decision | None,
+    weights: list[float],
+    cards: int,
+    final: bool,
+) -> None:
+    stage = Stage.FINAL if final else Stage.CHOOSE
+    w = np.asarray(weights) + 1e-9
+    answers = am.meanings(w / w.sum(), cards, stage)
+    ruling = Ruling(ruled, 0.5, rule, winner)
+    v = heard_cancel(ruling, answers, transcript, CALIBRATED)
+    if v != ruling:
+        assert v.decision == CANCEL and not v.decision.releases
+        assert ruled.kind is Kind.REFUSE and ruled.reason is not Reason.HEDGE
+        assert ruled.reason is not Reason.NEGATION
+        assert transcript.kind is Kind.REFUSE and transcript.reason is not Reason.NEGATION
+        assert winner is None or not winner.releases
+        assert answers[CANCEL] >= 0.9

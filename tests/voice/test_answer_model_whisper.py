@@ -12,7 +12,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from tests.conftest import FIXTURES, ROOT, require
+from tests.conftest import CORPUS, FIXTURES, ROOT, require
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
@@ -90,7 +90,9 @@ def test_the_shipped_model_holds_real_other_digits(tiny: FasterWhisperTranscribe
     assert max(p, key=lambda d: p[d]).kind is Kind.REFUSE
 
 
-async def decide(tiny: FasterWhisperTranscriber, samples: np.ndarray, cards: int):  # type: ignore[no-untyped-def]
+async def decide(  # type: ignore[no-untyped-def]
+    tiny: FasterWhisperTranscriber, samples: np.ndarray, cards: int, stage: Stage = Stage.CHOOSE
+):
     import io
 
     import soundfile as sf
@@ -98,7 +100,7 @@ async def decide(tiny: FasterWhisperTranscriber, samples: np.ndarray, cards: int
     buf = io.BytesIO()
     sf.write(buf, samples, 16_000, format="WAV")
     pipeline = VoicePipeline(tiny, None)
-    return await pipeline.decide(buf.getvalue(), user="u", cards=cards, stage=Stage.CHOOSE)
+    return await pipeline.decide(buf.getvalue(), user="u", cards=cards, stage=stage)
 
 
 @pytest.mark.parametrize("voice", ["en-us", "en-gb", "en-us+f3", "en-gb-scotland"])
@@ -166,3 +168,17 @@ def test_training_on_a_handful_of_clips_gives_a_working_model(
     assert [am.CLASSES[int(np.argmax(p))] for p in heard] == [
         "yes", "cancel", "card2", "other", "other"
     ]  # fmt: skip
+
+
+async def test_a_real_no_the_words_miss_is_cancelled_by_the_sound(
+    tiny: FasterWhisperTranscriber,
+) -> None:
+    """A real speech_commands "no" that tiny.en writes "Now.": the grammar reads no answer, and
+    the answer model's cancel decides (``decision.heard_cancel``)."""
+    path = CORPUS / "speech_commands" / "no" / "26b28ea7_nohash_0.wav"
+    require(path.is_file(), f"the speech_commands clip {path}")
+    result = await decide(tiny, decode(path.read_bytes()).samples, 1, Stage.FINAL)
+    assert result.transcripts[0].strip(" .").lower() == "now"
+    assert result.decision == Decision(Kind.CANCEL) and result.rule == "heard_cancel"
+    assert tiny.calibration.answers is not None and result.heard is not None
+    assert result.heard >= tiny.calibration.answers["cancel"]

@@ -26,6 +26,11 @@ it, out of the sum over all of them. Then:
    least its calibrated probability (``Calibration.answers``; ``agree``). Every transcript of the
    beam can say "Two." for a spoken "tooth"; the sound alone can tell them apart. The model only
    takes releases away: it releases nothing the words did not.
+5. **The sound may cancel.** Where the words said nothing (the best transcript reads as no
+   answer: "Now." for a spoken "no", or Whisper heard no speech), no refusal of meaning was
+   heard and the recogniser's likeliest answer is no release, the answer model's cancel decides
+   when it is its likeliest answer at its calibrated probability (``heard_cancel``). A cancel
+   releases nothing; the user's own "no" should not need saying twice.
 
 Everything else refuses, with the grammar's own reason when it had one, else ``UNCLEAR``.
 
@@ -70,6 +75,12 @@ MEANING = frozenset(
 )
 ANSWERS = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
 UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
+# What a best transcript reads as when the words said nothing at all (rule 5).
+SAID_NOTHING = frozenset({Reason.NOT_UNDERSTOOD, Reason.NO_SPEECH})
+# The refusals, of the recogniser or of the rules, after which the sound may still cancel.
+HEARD_NOTHING = frozenset({Reason.NO_SPEECH, Reason.UNCLEAR, Reason.NOT_UNDERSTOOD})
+# The answer model's threshold for a cancel, beside its "card" and "yes" (``heard_cancel``).
+CANCEL_KEY = "cancel"
 
 
 class Rule(StrEnum):
@@ -84,6 +95,7 @@ class Rule(StrEnum):
     NO_ANSWER = "no_answer"  # no hypothesis means an answer
     RECOGNISER = "recogniser"  # the recogniser refused the hearing
     ANSWER_MODEL = "answer_model"  # rule 4: the sound does not agree
+    HEARD_CANCEL = "heard_cancel"  # rule 5: the words said nothing, the sound said cancel
     FUSED = "fused"  # the templates' ratio lifted or kept the answer over the threshold
     FUSED_UNCLEAR = "fused_unclear"  # the templates' ratio left it under the threshold
     TEMPLATE = "template"  # a hard user's clear template match decided alone
@@ -196,6 +208,33 @@ def agree(
         return replace(ruling, heard=answers[said])
     return Ruling(UNCLEAR, ruling.probability, Rule.ANSWER_MODEL, ruling.winner, ruling.fused,
                    answers.get(ruling.decision, 0.0))  # fmt: skip
+
+
+def heard_cancel(
+    ruling: Ruling,
+    answers: Mapping[Decision, float] | None,
+    transcript: Decision,
+    calibration: Calibration,
+) -> Ruling:
+    """The ruling once the answer model may cancel (module docstring, rule 5): a refusal because
+    nothing was understood (``HEARD_NOTHING``; never a refusal of meaning) becomes a cancel where
+    the best transcript reads as no answer (``transcript``, ``SAID_NOTHING``), the recogniser's
+    likeliest answer, if any, releases nothing, and the answer model's likeliest answer is cancel
+    with at least its calibrated probability (``Calibration.answers["cancel"]``)."""
+    need = calibration.answers.get(CANCEL_KEY) if calibration.answers else None
+    if answers is None or need is None:
+        return ruling
+    if ruling.decision.kind is not Kind.REFUSE or ruling.decision.reason not in HEARD_NOTHING:
+        return ruling
+    if transcript.reason not in SAID_NOTHING or transcript.kind is not Kind.REFUSE:
+        return ruling
+    if ruling.winner is not None and ruling.winner.releases:
+        return ruling
+    said = max(answers, key=lambda d: answers[d])
+    if said.kind is not Kind.CANCEL or not answers[said] >= need:
+        return ruling
+    return Ruling(said, ruling.probability, Rule.HEARD_CANCEL, ruling.winner, ruling.fused,
+                  answers[said])  # fmt: skip
 
 
 def refused_by_recogniser(refusal: Reason, transcript: Decision) -> Ruling:

@@ -201,6 +201,8 @@ class VoicePipeline:
         minutes: int | None = None
         if hearing.refusal is not None:
             ruling = decision.refused_by_recogniser(hearing.refusal, transcript)
+            said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
+            ruling = decision.heard_cancel(ruling, said, transcript, self.calibration)
         elif (words := consent.grant_of(hearing.text, cards, stage, card_words)) is not None:
             ruling, taught = await self._granted(
                 words, clip, utterance, user, cards, stage, card_words, timings
@@ -246,7 +248,8 @@ class VoicePipeline:
         taught = await self._taught(user, hearing, timings)
         ruling = decision.fuse(ruling, scored, transcript, taught, stage, self.calibration, cards)
         said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
-        return decision.agree(ruling, said, stage, self.calibration, cards), taught
+        ruling = decision.agree(ruling, said, stage, self.calibration, cards)
+        return decision.heard_cancel(ruling, said, transcript, self.calibration), taught
 
     async def _granted(
         self,
