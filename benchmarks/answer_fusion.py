@@ -36,9 +36,9 @@ speech_commands speakers 0 and 1; the rest) releases nothing wrongly, fitted on 
 higher shipped, so every reported figure is at a threshold the other half fitted. With ``--add
 LABEL`` (a retrain's out-of-fold probabilities in place) its fits join the shipped record's and
 the highest of all stands: another run's fold models never heard the speaker either. The
-``cancel`` threshold is fitted after them, at their thresholds: per half, the lowest step from 0.5
-at which the sound cancels no clip that was not a "no" or "stop"; ``--question cancel`` fits it
-alone, keeping the record's other fits.
+``cancel`` threshold (rule 5, ``decision.heard_cancel``) is per half the lowest step from 0.5 at
+which the sound cancels no clip that was not a "no" or "stop"; ``--question cancel`` fits only it,
+its fits joining the record's (with ``--add``, under that label).
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def verdicts(
         vetoed = decision._meaning(decision._likeliest(finite, cal.prior(stage, cards)))
         other = transcript.kind in decision.ANSWERS and transcript != said
         lift = v.decision if vetoed or other else said
-    heard = decision.heard_cancel(agreed, meanings, transcript, cal).decision
+    likeliest = decision.likeliest(scored, cal, stage, cards)
+    heard = decision.heard_cancel(agreed, meanings, transcript, cal, likeliest).decision
     return {"decoder": v.decision, "model": model, "both": both, "lift": lift, "cancel": heard}
 
 
@@ -147,10 +148,7 @@ def _fields(cal: calibration.Calibration) -> dict[str, Any]:
 
 
 def outcome(want: Decision, got: Decision) -> str:
-    """right, refused (a right answer not taken), wrong (a wrong release), cancelled (a cancel
-    of what was not one) or held."""
-    if got.kind is Kind.CANCEL and want.kind is not Kind.CANCEL:
-        return "cancelled"
+    """right, refused (a right answer not taken), wrong (a wrong release) or held."""
     if want.kind is Kind.REFUSE:
         return "wrong" if got.releases else "held"
     if got == want or (want.kind is Kind.CANCEL and got.kind is Kind.CANCEL):
@@ -195,17 +193,13 @@ def fit(args: argparse.Namespace) -> int:
     every = cases(Path(args.cache))
     record = json.loads(RECORD.read_text())
     fits: dict[str, dict[str, float]] = {}
-    asked = args.questions or QUESTIONS
-    # The releases are fitted first: a cancel is fitted where "both" decides at their thresholds.
-    for question in sorted(asked, key=QUESTIONS.index):
+    for question in args.questions or QUESTIONS:
         fits[question] = {}
         for half, folds in HALVES.items():
             if question == decision.CANCEL_KEY:
-                needs = {q: max(fits[q].values()) if q in fits else record["thresholds"][q]
-                         for q in ("card", "yes")}  # fmt: skip
                 mine = [c for c in every if c[0]["fold"] in folds]
                 fits[question][half] = next(
-                    (t for t in GRID if not any(_cancelled(c, needs, t) for c in mine)), 1.0
+                    (t for t in GRID if not any(_cancelled(c, t) for c in mine)), 1.0
                 )
                 continue
             mine = [c for c in every if c[0]["fold"] in folds
@@ -214,22 +208,15 @@ def fit(args: argparse.Namespace) -> int:
                 (t for t in GRID if not any(_wrong(c, t) for c in mine)), 1.0
             )
     path = RECORD
-    if args.questions:
-        # Only these questions are fitted again: the record's other fits stand as they are.
-        for question, halves in fits.items():
-            record["fits"][question] = halves
-        flags = " ".join(f"--question {q}" for q in fits)
-        record["fit_source"] += (
-            f"; {', '.join(fits)}: benchmarks/answer_fusion.py fit --cache {args.cache} {flags}"
-            " (this run's fold models)"
-        )
-    elif args.add:
+    if args.add or args.questions:
         # Another run's fold models stand in for the shipped weights as well as their own run's:
-        # their fits join the record's, and the highest of all stands.
+        # their fits join the record's under the run's label, and the highest of all stands.
+        label = f", {args.add}" if args.add else ""
         for question, halves in fits.items():
             for half, need in halves.items():
-                record["fits"].setdefault(question, {})[f"{half}, {args.add}"] = need
-        record["fit_source"] += f"; and --add {args.add!r} (another run's fold models)"
+                record["fits"].setdefault(question, {})[f"{half}{label}"] = need
+        flags = "".join(f" --question {q}" for q in args.questions or ())
+        record["fit_source"] += f"; and{flags} --add {args.add!r} (another run's fold models)"
     else:
         record["fits"] = fits
         record["fit_source"] = f"benchmarks/answer_fusion.py fit --cache {args.cache}"
@@ -239,10 +226,25 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cancelled(case: tuple[Any, ...], needs: dict[str, float], cancel: float) -> bool:
-    """The sound cancelled (rule 5) a clip that was not a cancel, "both" at ``needs``."""
+def _half(fits: dict[str, float], half: str) -> float:
+    """A half's fit in the record: this recipe's own run's, or where only other runs fitted that
+    question, the highest of theirs (infinity, never, where none did)."""
+    if half in fits:
+        return fits[half]
+    return max((v for k, v in fits.items() if k.startswith(f"{half},")), default=math.inf)
+
+
+def _cancels(want: Decision, got: Decision) -> bool:
+    """A cancel of a clip that was not one (counted beside ``outcome``: a cancel releases
+    nothing, so it is also refused or held there)."""
+    return got.kind is Kind.CANCEL and want.kind is not Kind.CANCEL
+
+
+def _cancelled(case: tuple[Any, ...], cancel: float) -> bool:
+    """The sound cancelled (rule 5) a clip that was not a cancel. Independent of "both"'s
+    thresholds: the sound cancels only where no release was in question."""
     r, probs, h, cards, stage = case
-    got = verdicts(h, probs, cards, stage, needs[calibration.question(stage, cards)], cancel)
+    got = verdicts(h, probs, cards, stage, 0.5, cancel)
     return (
         got["cancel"] != got["both"] and expected(r["label"], cards, stage).kind is not Kind.CANCEL
     )
@@ -263,11 +265,12 @@ def table(args: argparse.Namespace) -> int:
     fits = record_["fits"]
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r, probs, h, cards, stage in cases(Path(args.cache)):
-        need = fits[calibration.question(stage, cards)][OTHER_HALF[r["fold"]]]
-        cancel = fits.get(decision.CANCEL_KEY, {}).get(OTHER_HALF[r["fold"]], math.inf)
+        need = _half(fits[calibration.question(stage, cards)], OTHER_HALF[r["fold"]])
+        cancel = _half(fits.get(decision.CANCEL_KEY, {}), OTHER_HALF[r["fold"]])
         want = expected(r["label"], cards, stage)
         for rule, got in verdicts(h, probs, cards, stage, need, cancel).items():
             counts[(_set(r, cards, stage), rule)][outcome(want, got)] += 1
+            counts[(_set(r, cards, stage), rule)]["cancelled"] += _cancels(want, got)
     if args.near:
         near = load(Path(args.near))
         held = [int(k) for k in z["held"]]
@@ -284,9 +287,9 @@ def table(args: argparse.Namespace) -> int:
                 for rule, got in verdicts(
                     near_h, z["final"][k], cards, stage, need, cancel
                 ).items():
-                    counts[(f"held-out near misses, {q}", rule)][
-                        outcome(Decision(Kind.REFUSE), got)
-                    ] += 1
+                    tally = counts[(f"held-out near misses, {q}", rule)]
+                    tally[outcome(Decision(Kind.REFUSE), got)] += 1
+                    tally["cancelled"] += _cancels(Decision(Kind.REFUSE), got)
     sets = sorted({s for s, _ in counts})
     print("| set | " + " | ".join(f"{r}: right / refused / wrong" for r in RULES) + " |")
     print("| --- |" + " ---: |" * len(RULES))

@@ -24,7 +24,10 @@ five open cards, through the server's own ``decision.weigh`` and ``decision.fuse
 3. **The answer model agreeing** (``--answer-model bench-out/answer-model``, after
    ``training/answer_model.py features`` and ``fit``): every release must then have the answer
    model's agreement at its shipped threshold (``decision.agree``), as in the server, from the
-   fold model that never heard the take's speaker.
+   fold model that never heard the take's speaker. The server's rule 5 (``heard_cancel``, the
+   sound's cancel where the words said nothing) is not applied: it releases nothing, and its cost
+   on FSDD is measured by ``benchmarks/answer_fusion.py table`` (of takes 0-9, one "zero" heard
+   "New." cancelled, at the threshold the other half of the speakers fitted).
 
 Both splits are then reported, beside the recogniser alone, with what the templates changed.
 """

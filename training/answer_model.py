@@ -12,8 +12,9 @@ Steps, each writing under ``bench-out/answer-model/`` (``--out``):
             clip: ``oof.npz``; their weights: ``fold<k>.npz``), and the shipped model on every
             fold: its weights and record go to ``voicegate/voice/answer_models/``, without
             thresholds
-  calibrate the thresholds at which the model agrees with a release, on the recogniser's own
-            hearings of the corpus (``benchmarks/answer_fusion.py fit``; ``--cache``)
+  calibrate the thresholds at which the model agrees with a release and at which its cancel
+            decides, on the recogniser's own hearings of the corpus (``benchmarks/answer_fusion.py
+            fit``; ``--cache``)
   report    the model alone, out of fold (the model card's figures; the decision's are
             ``benchmarks/answer_fusion.py table``)
 
@@ -308,8 +309,9 @@ def fit(args: argparse.Namespace) -> int:
 
 
 def calibrate(args: argparse.Namespace) -> int:
-    """The thresholds at which the answer model agrees with a release (``decision.agree``),
-    fitted on the recogniser's own hearings of the corpus (``benchmarks/answer_fusion.py``)."""
+    """The thresholds at which the answer model agrees with a release (``decision.agree``) and
+    at which its cancel decides (``decision.heard_cancel``), fitted on the recogniser's own
+    hearings of the corpus (``benchmarks/answer_fusion.py``)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import answer_fusion
 
@@ -318,7 +320,8 @@ def calibrate(args: argparse.Namespace) -> int:
               f"benchmarks/calibrate.py hear --model {args.model} --fsdd-takes 10 --cache "
               f"{args.cache}", file=sys.stderr)  # fmt: skip
         return 1
-    return int(answer_fusion.fit(args))
+    # Every question fitted afresh for this run's weights: the record's fits are replaced.
+    return int(answer_fusion.fit(argparse.Namespace(cache=args.cache, add="", questions=None)))
 
 
 def expected(label: str, cards: int, stage: Stage) -> Decision:

@@ -8,7 +8,7 @@ from importlib.resources import files
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from voicegate.domain import Decision, Stage
@@ -230,17 +230,26 @@ def test_the_sound_cancels_only_at_its_threshold_and_as_its_likeliest_answer() -
 
 
 def test_the_sound_never_cancels_against_the_words() -> None:
-    """Words that meant something (a hedge, a release the model refused, an unsure yes)
-    stand: the sound cancels only where nothing was understood."""
+    """Words that meant something stand, each guard on its own: the sound cancels only where
+    nothing was understood."""
     answers = am.meanings(probs(cancel=0.99), 1, Stage.FINAL)
+    # The ruling a refusal of meaning, the transcript unreadable (a likeliest hedge's veto).
     hedge = Ruling(HEDGE, 0.0, Rule.VETO)
-    assert heard_cancel(hedge, answers, HEDGE, CALIBRATED) == hedge
+    assert heard_cancel(hedge, answers, NOT_UNDERSTOOD, CALIBRATED) == hedge
+    # A release the answer model refused: the recogniser's winner releases.
     refused = Ruling(UNCLEAR, 0.97, Rule.ANSWER_MODEL, YES)
-    assert heard_cancel(refused, answers, YES, CALIBRATED) == refused
+    assert heard_cancel(refused, answers, NOT_UNDERSTOOD, CALIBRATED) == refused
+    # An unsure yes: the winner releases, though the ruling is "not understood".
     unsure_yes = Ruling(NOT_UNDERSTOOD, 0.7, Rule.UNCLEAR, YES)
     assert heard_cancel(unsure_yes, answers, NOT_UNDERSTOOD, CALIBRATED) == unsure_yes
-    other_words = Ruling(UNCLEAR, 0.0, Rule.NO_ANSWER)
+    # The best transcript reads as an answer.
+    other_words = Ruling(NOT_UNDERSTOOD, 0.0, Rule.NO_ANSWER)
     assert heard_cancel(other_words, answers, YES, CALIBRATED) == other_words
+    # The likeliest hypothesis is a refusal of meaning ("maybe" scored above all).
+    assert heard_cancel(other_words, answers, NOT_UNDERSTOOD, CALIBRATED, HEDGE) == other_words
+    # A transcript the token limit cut (the recogniser's ``unclear``).
+    cut = Ruling(UNCLEAR, 0.0, Rule.RECOGNISER)
+    assert heard_cancel(cut, answers, NOT_UNDERSTOOD, CALIBRATED) == cut
 
 
 def test_without_a_cancel_threshold_the_sound_cancels_nothing() -> None:
@@ -252,33 +261,60 @@ def test_without_a_cancel_threshold_the_sound_cancels_nothing() -> None:
     assert heard_cancel(unread, None, NOT_UNDERSTOOD, CALIBRATED) == unread
 
 
+REFUSALS = st.sampled_from([Decision(Kind.REFUSE, reason=r) for r in Reason] + [NOTHING])
+RULINGS = st.one_of(DECISIONS, REFUSALS)
+# Half the time a refusal that says nothing was understood, so that rule 5 is often in question.
+UNREAD = st.one_of(st.sampled_from([NOT_UNDERSTOOD, NO_SPEECH]), RULINGS)
+
+
+@settings(max_examples=400)
 @given(
-    ruled=DECISIONS,
-    transcript=DECISIONS,
+    ruled=UNREAD,
+    transcript=UNREAD,
+    likeliest=st.one_of(st.none(), st.just(NOT_UNDERSTOOD), RULINGS),
     rule=st.sampled_from(list(Rule)),
-    winner=st.one_of(st.none(), DECISIONS),
-    weights=st.lists(st.floats(0, 1), min_size=len(am.CLASSES), max_size=len(am.CLASSES)),
+    winner=st.one_of(st.none(), st.just(CANCEL), DECISIONS),
+    cancel=st.one_of(st.floats(0.85, 1), st.floats(0, 1)),
+    rest=st.lists(st.floats(0, 1), min_size=len(am.CLASSES), max_size=len(am.CLASSES)),
     cards=st.integers(1, 5),
     final=st.booleans(),
 )
-def test_the_sound_only_ever_turns_a_refusal_of_nothing_understood_into_a_cancel(
+def test_the_sound_cancels_exactly_where_nothing_was_understood_and_it_hears_cancel(
     ruled: Decision,
     transcript: Decision,
+    likeliest: Decision | None,
     rule: Rule,
     winner: Decision | None,
-    weights: list[float],
+    cancel: float,
+    rest: list[float],
     cards: int,
     final: bool,
 ) -> None:
+    """``heard_cancel`` turns a ruling into a cancel if and only if every condition of rule 5
+    holds, and otherwise leaves it exactly as it was: it never releases."""
     stage = Stage.FINAL if final else Stage.CHOOSE
-    w = np.asarray(weights) + 1e-9
-    answers = am.meanings(w / w.sum(), cards, stage)
+    w = np.asarray(rest) * (1 - cancel) / (sum(rest) + 1e-9)
+    w[am.CLASSES.index("cancel")] = cancel
+    answers = am.meanings(w + 1e-12, cards, stage)
     ruling = Ruling(ruled, 0.5, rule, winner)
-    v = heard_cancel(ruling, answers, transcript, CALIBRATED)
-    if v != ruling:
-        assert v.decision == CANCEL and not v.decision.releases
-        assert ruled.kind is Kind.REFUSE and ruled.reason is not Reason.HEDGE
-        assert ruled.reason is not Reason.NEGATION
-        assert transcript.kind is Kind.REFUSE and transcript.reason is not Reason.NEGATION
-        assert winner is None or not winner.releases
-        assert answers[CANCEL] >= 0.9
+    v = heard_cancel(ruling, answers, transcript, CALIBRATED, likeliest)
+    said = max(answers, key=lambda d: answers[d])
+    meaning = {Reason.QUESTION, Reason.HEDGE, Reason.NEGATION, Reason.CONTRADICTION,
+               Reason.NUMBER_ON_FINAL, Reason.OUT_OF_RANGE, Reason.AMBIGUOUS,
+               Reason.SOUND_ALIKE}  # fmt: skip
+    fires = (
+        ruled.kind is Kind.REFUSE
+        and ruled.reason in (Reason.NOT_UNDERSTOOD, Reason.NO_SPEECH)
+        and transcript.kind is Kind.REFUSE
+        and transcript.reason in (Reason.NOT_UNDERSTOOD, Reason.NO_SPEECH)
+        and (likeliest is None or likeliest.kind is not Kind.REFUSE
+             or likeliest.reason not in meaning)
+        and (winner is None or not winner.releases)
+        and said == CANCEL
+        and answers[CANCEL] >= 0.9
+    )  # fmt: skip
+    event("cancels" if fires else "stands")
+    if fires:
+        assert v.decision == CANCEL and v.rule == "heard_cancel" and not v.decision.releases
+    else:
+        assert v == ruling

@@ -16,7 +16,7 @@ from voicegate.domain import Decision, Stage
 from voicegate.errors import ModelError
 from voicegate.reasons import Kind, Reason
 from voicegate.store.memory import MemoryStore
-from voicegate.voice import calibration, consent, templates
+from voicegate.voice import answer_model, calibration, consent, templates
 from voicegate.voice.calibration import UNCALIBRATED, Calibration
 from voicegate.voice.decision import Rule
 from voicegate.voice.fingerprint import ReplayGuard
@@ -553,3 +553,31 @@ async def test_a_number_at_the_final_stage_still_vetoes_inside_another_transcrip
         hypotheses=(Heard("Do it.", "en", -2.1), Heard("Two.", "en", -2.0)),
     )
     assert (await decide(hearing, stage=Stage.FINAL, cards=1)).reason is Reason.NUMBER_ON_FINAL
+
+
+HEARS_CANCEL = Calibration(0.5, 0.5, 5, "test", answers={"card": 0.5, "yes": 0.5, "cancel": 0.5})
+CANCEL_HEARD = tuple(1.0 if c == "cancel" else 0.0 for c in answer_model.CLASSES)
+
+
+async def cancel_heard(hearing: Hearing) -> VoiceResult:
+    pipeline = VoicePipeline(FakeTranscriber([hearing]), None, calibrated=HEARS_CANCEL)
+    return await pipeline.decide(speech(), user="u", cards=1, stage=Stage.FINAL)
+
+
+async def test_the_sound_cancels_an_answer_the_words_did_not_read() -> None:
+    """Rule 5 (``decision.heard_cancel``), the fast twin of the real "no" written "Now."
+    (tests/voice/test_answer_model_whisper.py)."""
+    result = await cancel_heard(heard("Now.", (("yes", -9.0), ("no", -6.0)), answers=CANCEL_HEARD))
+    assert result.decision.kind is Kind.CANCEL and result.rule == Rule.HEARD_CANCEL
+
+
+async def test_the_sound_cancels_after_whisper_heard_no_speech() -> None:
+    said = heard("Thank you.", (), refusal=Reason.NO_SPEECH, answers=CANCEL_HEARD)
+    result = await cancel_heard(said)
+    assert result.decision.kind is Kind.CANCEL and result.rule == Rule.HEARD_CANCEL
+
+
+async def test_the_sound_never_cancels_words_that_meant_something() -> None:
+    for text in ("Maybe.", "Yes?", "Don't cancel."):
+        result = await cancel_heard(heard(text, (("yes", -9.0),), answers=CANCEL_HEARD))
+        assert result.decision.kind is Kind.REFUSE and result.rule != Rule.HEARD_CANCEL, text

@@ -11,7 +11,8 @@ card (``answer_models/README.md``) that says what it was trained on and how
 
 The transcript cannot tell a near miss from the answer ("tooth" is written "Two."): the sound
 can, and this model was taught thousands of words that are not answers for exactly that. In the
-decision it is the view that must agree before anything is released (``voice/decision.py``).
+decision it is the view that must agree before anything is released, and where the words said
+nothing its cancel decides (``voice/decision.py``, rules 4 and 5).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class AnswerModel:
     attention: Matrix = field(repr=False)
     out: Matrix = field(repr=False)
     out_bias: Matrix = field(repr=False)
-    # The probability a release needs, by question ("card" or "yes"), and where it came from.
+    # The probability a release needs, by question ("card" or "yes"), and the sound's cancel
+    # ("cancel"; ``decision.heard_cancel``); where they came from.
     thresholds: dict[str, float] = field(default_factory=dict)
     source: str = ""
     # Outputs after ``CLASSES`` that are "anything else" too (the near misses of each answer,

@@ -53,8 +53,9 @@ class Calibration:
     # The log prior odds, at a choice among cards, of "anything else" (a free transcript the
     # grammar reads as no answer) against a reading: its score counts plus this (``prior``).
     other: float = 0.0
-    # The answer model's thresholds by question ("card", "yes"; ``agree``), from its own record
-    # (voice/answer_models/); None where this recogniser has no answer model.
+    # The answer model's thresholds by question ("card", "yes"; ``agree``) and for its cancel
+    # ("cancel"; ``heard_cancel``), from its own record (voice/answer_models/); None where this
+    # recogniser has no answer model.
     answers: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:

@@ -27,10 +27,11 @@ it, out of the sum over all of them. Then:
    beam can say "Two." for a spoken "tooth"; the sound alone can tell them apart. The model only
    takes releases away: it releases nothing the words did not.
 5. **The sound may cancel.** Where the words said nothing (the best transcript reads as no
-   answer: "Now." for a spoken "no", or Whisper heard no speech), no refusal of meaning was
-   heard and the recogniser's likeliest answer is no release, the answer model's cancel decides
-   when it is its likeliest answer at its calibrated probability (``heard_cancel``). A cancel
-   releases nothing; the user's own "no" should not need saying twice.
+   answer: "Now." for a spoken "no", or Whisper heard no speech), the likeliest hypothesis is no
+   refusal of meaning and the recogniser's likeliest answer is no release, the answer model's
+   cancel decides when it is its likeliest answer at its calibrated probability
+   (``heard_cancel``). A transcript the token limit cut is not read even so. A cancel releases
+   nothing; the user's own "no" should not need saying twice.
 
 Everything else refuses, with the grammar's own reason when it had one, else ``UNCLEAR``.
 
@@ -77,8 +78,9 @@ ANSWERS = frozenset({Kind.CHOOSE, Kind.CONFIRM, Kind.CANCEL, Kind.MORE_TIME})
 UNCLEAR = Decision(Kind.REFUSE, reason=Reason.UNCLEAR)
 # What a best transcript reads as when the words said nothing at all (rule 5).
 SAID_NOTHING = frozenset({Reason.NOT_UNDERSTOOD, Reason.NO_SPEECH})
-# The refusals, of the recogniser or of the rules, after which the sound may still cancel.
-HEARD_NOTHING = frozenset({Reason.NO_SPEECH, Reason.UNCLEAR, Reason.NOT_UNDERSTOOD})
+# The refusals, of the recogniser or of the rules, after which the sound may still cancel: not
+# ``UNCLEAR`` (there the words said another answer, or the token limit cut what they said).
+HEARD_NOTHING = frozenset({Reason.NO_SPEECH, Reason.NOT_UNDERSTOOD})
 # The answer model's threshold for a cancel, beside its "card" and "yes" (``heard_cancel``).
 CANCEL_KEY = "cancel"
 
@@ -215,18 +217,23 @@ def heard_cancel(
     answers: Mapping[Decision, float] | None,
     transcript: Decision,
     calibration: Calibration,
+    likeliest: Decision | None = None,
 ) -> Ruling:
     """The ruling once the answer model may cancel (module docstring, rule 5): a refusal because
     nothing was understood (``HEARD_NOTHING``; never a refusal of meaning) becomes a cancel where
-    the best transcript reads as no answer (``transcript``, ``SAID_NOTHING``), the recogniser's
-    likeliest answer, if any, releases nothing, and the answer model's likeliest answer is cancel
-    with at least its calibrated probability (``Calibration.answers["cancel"]``)."""
+    the best transcript reads as no answer (``transcript``, ``SAID_NOTHING``), the likeliest
+    hypothesis (``likeliest``: None where the recogniser refused the hearing and scored none) is
+    no refusal of meaning, the recogniser's likeliest answer, if any, releases nothing, and the
+    answer model's likeliest answer is cancel with at least its calibrated probability
+    (``Calibration.answers["cancel"]``)."""
     need = calibration.answers.get(CANCEL_KEY) if calibration.answers else None
     if answers is None or need is None:
         return ruling
     if ruling.decision.kind is not Kind.REFUSE or ruling.decision.reason not in HEARD_NOTHING:
         return ruling
     if transcript.reason not in SAID_NOTHING or transcript.kind is not Kind.REFUSE:
+        return ruling
+    if likeliest is not None and _meaning(likeliest):
         return ruling
     if ruling.winner is not None and ruling.winner.releases:
         return ruling
@@ -383,6 +390,14 @@ def _weighed(hypotheses: Sequence[Hypothesis], other: float) -> list[float]:
 
 def _anything_else(h: Hypothesis) -> bool:
     return h.rank is not None and h.decision.reason is Reason.NOT_UNDERSTOOD
+
+
+def likeliest(
+    hypotheses: Sequence[Hypothesis], calibration: Calibration, stage: Stage, cards: int
+) -> Decision:
+    """What the likeliest hypothesis means, weighed by the stage's prior as ``weigh`` weighs it."""
+    finite = [h for h in hypotheses if math.isfinite(h.score)]
+    return _likeliest(finite, calibration.prior(stage, cards))
 
 
 def _likeliest(hypotheses: Sequence[Hypothesis], other: float) -> Decision:

@@ -249,7 +249,8 @@ class VoicePipeline:
         ruling = decision.fuse(ruling, scored, transcript, taught, stage, self.calibration, cards)
         said = None if hearing.answers is None else meanings(hearing.answers, cards, stage)
         ruling = decision.agree(ruling, said, stage, self.calibration, cards)
-        return decision.heard_cancel(ruling, said, transcript, self.calibration), taught
+        likeliest = decision.likeliest(scored, self.calibration, stage, cards)
+        return decision.heard_cancel(ruling, said, transcript, self.calibration, likeliest), taught
 
     async def _granted(
         self,
