@@ -16,6 +16,9 @@
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/answer_fusion.py sweep \\
         --cache bench-out/hear-tiny.jsonl --near bench-out/hear-nearmiss.jsonl
 
+Every step reads the training run in ``bench-out/answer-model`` (``training/answer_model.py
+--out``) unless ``--dir`` names another, so runs of other recipes compare on the same hearings.
+
 Each corpus clip is decided with the answer model that never heard its speaker (its fold's), at
 the threshold fitted on the other half of the folds; a held-out near miss with the shipped model
 and its shipped thresholds (no model heard those words). The rules:
@@ -85,7 +88,7 @@ def hear(args: argparse.Namespace) -> int:
         else set()
     )
     with cache.open("a") as out:
-        for wav in sorted((OUT / "heldout").glob("*.wav")):
+        for wav in sorted((Path(args.dir) / "heldout").glob("*.wav")):
             for question in ("card", "yes"):
                 key = f"{question}/{wav.stem}"
                 if key in done:
@@ -169,12 +172,14 @@ GRID = [round(0.5 + 0.005 * i, 3) for i in range(100)]
 QUESTIONS = ("card", "yes", decision.CANCEL_KEY)
 
 
-def cases(cache: Path) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Hearing, int, Stage]]:
+def cases(
+    cache: Path, folder: Path = OUT
+) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Hearing, int, Stage]]:
     """Every corpus clip as recorded with its hearing and out-of-fold probabilities, at each
     question it is decided at: FSDD among five cards, speech_commands on one card and at a
-    final card (as ``benchmarks/calibrate.py`` decides them)."""
-    rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
-    with np.load(OUT / "oof.npz") as z:
+    final card (as ``benchmarks/calibrate.py`` decides them); ``folder``: the training run's."""
+    rows = [json.loads(line) for line in (folder / "items.jsonl").read_text().splitlines()]
+    with np.load(folder / "oof.npz") as z:
         oof = z["oof"]
     hearings = load(cache)
     out = []
@@ -190,7 +195,7 @@ def cases(cache: Path) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Heari
 
 def fit(args: argparse.Namespace) -> int:
     """The thresholds of "both", by question and half; the higher of the halves shipped."""
-    every = cases(Path(args.cache))
+    every = cases(Path(args.cache), Path(args.dir))
     record = json.loads(RECORD.read_text())
     fits: dict[str, dict[str, float]] = {}
     for question in args.questions or QUESTIONS:
@@ -258,13 +263,13 @@ def _wrong(case: tuple[Any, ...], need: float) -> bool:
 
 def table(args: argparse.Namespace) -> int:
     """Right, refused and wrong releases of each rule on each set."""
-    rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
-    with np.load(OUT / "oof.npz") as f:
+    rows = [json.loads(line) for line in (Path(args.dir) / "items.jsonl").read_text().splitlines()]
+    with np.load(Path(args.dir) / "oof.npz") as f:
         z = dict(f)
     record_ = json.loads(RECORD.read_text())
     fits = record_["fits"]
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    for r, probs, h, cards, stage in cases(Path(args.cache)):
+    for r, probs, h, cards, stage in cases(Path(args.cache), Path(args.dir)):
         need = _half(fits[calibration.question(stage, cards)], OTHER_HALF[r["fold"]])
         cancel = _half(fits.get(decision.CANCEL_KEY, {}), OTHER_HALF[r["fold"]])
         want = expected(r["label"], cards, stage)
@@ -317,11 +322,11 @@ def sweep(args: argparse.Namespace) -> int:
     half apart (a seeded half of the words, ``--seed``), so a threshold chosen on one half of the
     words can be reported on the other. With ``--lift``, "both" stays at the record's thresholds
     and the sweep is of the threshold at which "lift" adds the answer model's release."""
-    rows = [json.loads(line) for line in (OUT / "items.jsonl").read_text().splitlines()]
-    with np.load(OUT / "oof.npz") as f:
+    rows = [json.loads(line) for line in (Path(args.dir) / "items.jsonl").read_text().splitlines()]
+    with np.load(Path(args.dir) / "oof.npz") as f:
         z = dict(f)
     shipped = json.loads(RECORD.read_text())
-    every = cases(Path(args.cache))
+    every = cases(Path(args.cache), Path(args.dir))
     near = load(Path(args.near))
     held = [int(k) for k in z["held"]]
     words = sorted({rows[i]["text"] for i in held})
@@ -399,6 +404,8 @@ def main() -> int:
     w.add_argument("--near", required=True)
     w.add_argument("--seed", type=int, default=20261206)
     w.add_argument("--lift", action="store_true", help="sweep the threshold of lift, not both")
+    for p in (h, f, t, w):
+        p.add_argument("--dir", default=str(OUT), help="the training run's folder (--out)")
     args = parser.parse_args()
     return {"hear": hear, "fit": fit, "table": table, "sweep": sweep}[args.command](args)
 

@@ -176,8 +176,11 @@ class Data:
         return self.frames[self.offsets[i] : self.offsets[i + 1]]
 
 
-def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict[str, Any]:
-    """The network of ``answer_model.AnswerModel`` trained on ``rows``; its arrays."""
+def train(
+    d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS, near_weight: float = 1.0
+) -> dict[str, Any]:
+    """The network of ``answer_model.AnswerModel`` trained on ``rows``; its arrays. Each near
+    miss of an answer ("tooth") weighs ``near_weight`` times in the loss."""
     import torch
     from torch import nn
 
@@ -211,7 +214,10 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
     counts = np.bincount(d.targets[list(rows)], minlength=classes).astype(np.float64)
     # Rare classes weigh more, by the square root of their rarity: "wait" has no real speech.
     weights = torch.tensor((counts.max() / np.maximum(counts, 1)) ** 0.5, dtype=torch.float32)
-    loss_fn = nn.CrossEntropyLoss(weight=weights)
+    loss_fn = nn.CrossEntropyLoss(reduction="none")
+    # A clip weighs its class's weight, times ``near_weight`` for a near miss; a batch's loss is
+    # the weighted mean (as ``CrossEntropyLoss(weight=...)`` takes it, with the near misses').
+    near = np.array([1.0 + (near_weight - 1.0) * bool(data.near_class(r)) for r in d.rows])
     opt = torch.optim.AdamW(net.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     steps = epochs * (len(rows) // BATCH + 1)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LEARNING_RATE, total_steps=steps)
@@ -226,7 +232,9 @@ def train(d: Data, rows: Sequence[int], seed: int, epochs: int = EPOCHS) -> dict
         net.train()
         for batch in batches:
             x, mask = _padded(d, batch, mean_t, scale_t)
-            loss = loss_fn(net(x, mask), torch.tensor(d.targets[batch]))
+            target = torch.tensor(d.targets[batch])
+            w = weights[target] * torch.tensor(near[batch], dtype=torch.float32)
+            loss = (loss_fn(net(x, mask), target) * w).sum() / w.sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -278,7 +286,7 @@ def fit(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     for fold in range(data.FOLDS):
         rows = [i for i in range(n) if d.folds[i] not in (fold, data.HELD_OUT)]
-        weights = train(d, rows, SEED + fold, args.epochs)
+        weights = train(d, rows, SEED + fold, args.epochs, args.near_weight)
         model = am.from_arrays(args.model, weights, {"classes": am.CLASSES, "refusals": d.refusals})
         # Kept for what needs a model that never heard a speaker (benchmarks/enrol.py, fusion.py).
         np.savez(out / f"fold{fold}.npz", **weights)
@@ -286,7 +294,8 @@ def fit(args: argparse.Namespace) -> int:
         oof[mine] = predict(model, d, mine)
         by_fold[fold] = predict(model, d, held)
         print(f"fold {fold}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    weights = train(d, [i for i in range(n) if d.folds[i] != data.HELD_OUT], SEED, args.epochs)
+    every = [i for i in range(n) if d.folds[i] != data.HELD_OUT]
+    weights = train(d, every, SEED, args.epochs, args.near_weight)
     # No thresholds yet: new weights are calibrated anew in the decision (``calibrate``).
     record = {
         "classes": list(am.CLASSES),
@@ -294,7 +303,8 @@ def fit(args: argparse.Namespace) -> int:
         "encoder": args.model,
         "source": f"training/answer_model.py all --model {args.model} (seed {SEED})",
         "trained": {"copies": sum(1 for f in d.folds if f != data.HELD_OUT), "epochs": args.epochs,
-                    "hidden": HIDDEN, "machine": platform.processor() or platform.machine()},
+                    "hidden": HIDDEN, "machine": platform.processor() or platform.machine(),
+                    **({"near_weight": args.near_weight} if args.near_weight != 1 else {})},
     }  # fmt: skip
     shipped = am.from_arrays(args.model, weights, record)
     final = predict(shipped, d, held)
@@ -321,7 +331,11 @@ def calibrate(args: argparse.Namespace) -> int:
               f"{args.cache}", file=sys.stderr)  # fmt: skip
         return 1
     # Every question fitted afresh for this run's weights: the record's fits are replaced.
-    return int(answer_fusion.fit(argparse.Namespace(cache=args.cache, add="", questions=None)))
+    return int(
+        answer_fusion.fit(
+            argparse.Namespace(cache=args.cache, add="", questions=None, dir=args.out)
+        )
+    )
 
 
 def expected(label: str, cards: int, stage: Stage) -> Decision:
@@ -407,6 +421,9 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument(
         "--near-classes", action="store_true", help="fit: each answer's near misses a class apart"
+    )
+    parser.add_argument(
+        "--near-weight", type=float, default=1.0, help="fit: a near miss weighs this many times"
     )
     parser.add_argument("--augmented", action="store_true", help="report augmented copies too")
     parser.add_argument("--again", action="store_true", help="encode every clip, not only new")

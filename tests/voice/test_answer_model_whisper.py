@@ -170,6 +170,38 @@ def test_training_on_a_handful_of_clips_gives_a_working_model(
     ]  # fmt: skip
 
 
+@pytest.mark.slow
+def test_near_misses_weighing_more_are_heard_as_other_more(
+    training: ModuleType, tmp_path: Path
+) -> None:
+    """``fit --near-weight``: the same clips, near misses weighing 4x, push the near misses'
+    probability of anything else up (frames drawn so that "two" and its near miss overlap)."""
+    import importlib.util
+    import json
+
+    require(importlib.util.find_spec("torch") is not None, "torch (the [train] extra)")
+    rng = np.random.default_rng(7)
+    frames, rows = [], []
+    for k in range(60):
+        label, near, centre = [("card2", "", 0.0), ("other", "two", 0.6), ("other", "", 3.0)][k % 3]
+        frames.append(rng.normal(centre, 1.0, (12, 8)).astype(np.float16))
+        rows.append({"label": label, "fold": 0, "copy": 0, "source": "espeak", "id": str(k),
+                     "text": "tooth" if near else label, "near": near})  # fmt: skip
+    np.savez(tmp_path / "features.npz", frames=np.concatenate(frames),
+             offsets=np.cumsum([0, *(len(f) for f in frames)]))  # fmt: skip
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    d = training.Data(tmp_path)
+    every = list(range(len(rows)))
+    misses = [i for i, r in enumerate(rows) if r["near"]]
+
+    def other(weight: float) -> float:
+        w = training.train(d, every, seed=1, epochs=30, near_weight=weight)
+        model = am.from_arrays("tiny.en", w, {"classes": am.CLASSES})
+        return float(np.mean([model.read(d.clip(i).astype(np.float32))[0] for i in misses]))
+
+    assert other(4.0) > other(1.0) + 0.05
+
+
 async def test_a_real_no_the_words_miss_is_cancelled_by_the_sound(
     tiny: FasterWhisperTranscriber,
 ) -> None:
