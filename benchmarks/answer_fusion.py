@@ -17,7 +17,9 @@
         --cache bench-out/hear-tiny.jsonl --near bench-out/hear-nearmiss.jsonl
 
 Every step reads the training run in ``bench-out/answer-model`` (``training/answer_model.py
---out``) unless ``--dir`` names another, so runs of other recipes compare on the same hearings.
+--out``) unless its ``--dir`` names another, so runs of other recipes compare on the same
+hearings. ``fit`` writes tiny.en's record in the package: the weights there must be that run's
+(``training/answer_model.py fit`` puts them there; restore the shipped ones with git after).
 
 Each corpus clip is decided with the answer model that never heard its speaker (its fold's), at
 the threshold fitted on the other half of the folds; a held-out near miss with the shipped model

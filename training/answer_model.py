@@ -214,9 +214,6 @@ def train(
     counts = np.bincount(d.targets[list(rows)], minlength=classes).astype(np.float64)
     # Rare classes weigh more, by the square root of their rarity: "wait" has no real speech.
     weights = torch.tensor((counts.max() / np.maximum(counts, 1)) ** 0.5, dtype=torch.float32)
-    loss_fn = nn.CrossEntropyLoss(reduction="none")
-    # A clip weighs its class's weight, times ``near_weight`` for a near miss; a batch's loss is
-    # the weighted mean (as ``CrossEntropyLoss(weight=...)`` takes it, with the near misses').
     near = np.array([1.0 + (near_weight - 1.0) * bool(data.near_class(r)) for r in d.rows])
     opt = torch.optim.AdamW(net.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     steps = epochs * (len(rows) // BATCH + 1)
@@ -233,8 +230,8 @@ def train(
         for batch in batches:
             x, mask = _padded(d, batch, mean_t, scale_t)
             target = torch.tensor(d.targets[batch])
-            w = weights[target] * torch.tensor(near[batch], dtype=torch.float32)
-            loss = (loss_fn(net(x, mask), target) * w).sum() / w.sum()
+            clip_weights = torch.tensor(near[batch], dtype=torch.float32)
+            loss = weighted_loss(net(x, mask), target, weights, clip_weights)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -250,6 +247,16 @@ def train(
         "out": net.out.weight.detach().numpy().T.copy(),
         "out_bias": net.out.bias.detach().numpy().copy(),
     }
+
+
+def weighted_loss(logits: Any, target: Any, class_weights: Any, clip_weights: Any) -> Any:
+    """Cross-entropy, each clip weighing its class's weight times its own (``near_weight`` for a
+    near miss, else 1), over the batch's weights: with every clip at 1, exactly
+    ``CrossEntropyLoss(weight=class_weights)``."""
+    from torch.nn import functional
+
+    w = class_weights[target] * clip_weights
+    return (functional.cross_entropy(logits, target, reduction="none") * w).sum() / w.sum()
 
 
 def _padded(
@@ -286,7 +293,7 @@ def fit(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     for fold in range(data.FOLDS):
         rows = [i for i in range(n) if d.folds[i] not in (fold, data.HELD_OUT)]
-        weights = train(d, rows, SEED + fold, args.epochs, args.near_weight)
+        weights = train(d, rows, args.seed + fold, args.epochs, args.near_weight)
         model = am.from_arrays(args.model, weights, {"classes": am.CLASSES, "refusals": d.refusals})
         # Kept for what needs a model that never heard a speaker (benchmarks/enrol.py, fusion.py).
         np.savez(out / f"fold{fold}.npz", **weights)
@@ -295,13 +302,14 @@ def fit(args: argparse.Namespace) -> int:
         by_fold[fold] = predict(model, d, held)
         print(f"fold {fold}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     every = [i for i in range(n) if d.folds[i] != data.HELD_OUT]
-    weights = train(d, every, SEED, args.epochs, args.near_weight)
+    weights = train(d, every, args.seed, args.epochs, args.near_weight)
     # No thresholds yet: new weights are calibrated anew in the decision (``calibrate``).
     record = {
         "classes": list(am.CLASSES),
         **({"refusals": list(d.refusals)} if d.refusals else {}),
         "encoder": args.model,
-        "source": f"training/answer_model.py all --model {args.model} (seed {SEED})",
+        "source": f"training/answer_model.py all --model {args.model}{_weighed(args)} "
+        f"(seed {args.seed})",
         "trained": {"copies": sum(1 for f in d.folds if f != data.HELD_OUT), "epochs": args.epochs,
                     "hidden": HIDDEN, "machine": platform.processor() or platform.machine(),
                     **({"near_weight": args.near_weight} if args.near_weight != 1 else {})},
@@ -318,10 +326,18 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _weighed(args: argparse.Namespace) -> str:
+    return f" --near-weight {args.near_weight:g}" if args.near_weight != 1 else ""
+
+
 def calibrate(args: argparse.Namespace) -> int:
     """The thresholds at which the answer model agrees with a release (``decision.agree``) and
     at which its cancel decides (``decision.heard_cancel``), fitted on the recogniser's own
     hearings of the corpus (``benchmarks/answer_fusion.py``)."""
+    if args.model != "tiny.en":
+        # answer_fusion hears with tiny.en and writes tiny.en's record.
+        print(f"calibrate fits tiny.en's answer model only, not {args.model}", file=sys.stderr)
+        return 1
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import answer_fusion
 
@@ -411,6 +427,13 @@ def _outcome(want: Decision, got: Decision) -> str:
     return "wrong" if got.releases else "refused"
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
 def main() -> int:
     """Command line: features, fit, report, or all three."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -423,7 +446,10 @@ def main() -> int:
         "--near-classes", action="store_true", help="fit: each answer's near misses a class apart"
     )
     parser.add_argument(
-        "--near-weight", type=float, default=1.0, help="fit: a near miss weighs this many times"
+        "--near-weight", type=_positive, default=1.0, help="fit: a near miss weighs this many times"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=SEED, help="fit: the networks' seed (the data's is fixed)"
     )
     parser.add_argument("--augmented", action="store_true", help="report augmented copies too")
     parser.add_argument("--again", action="store_true", help="encode every clip, not only new")

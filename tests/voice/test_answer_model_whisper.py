@@ -32,14 +32,20 @@ def tiny() -> Iterator[FasterWhisperTranscriber]:
 
 
 @pytest.fixture(scope="module")
-def training() -> ModuleType:
-    require(shutil.which("espeak-ng") is not None, "espeak-ng")
+def trainer() -> ModuleType:
+    """training/answer_model.py, for what needs no speech rendered."""
     sys.path.insert(0, str(ROOT / "training"))
     try:
         import answer_model
     finally:
         sys.path.remove(str(ROOT / "training"))
     return answer_model
+
+
+@pytest.fixture(scope="module")
+def training(trainer: ModuleType) -> ModuleType:
+    require(shutil.which("espeak-ng") is not None, "espeak-ng")
+    return trainer
 
 
 def clip(name: str) -> np.ndarray:
@@ -170,9 +176,34 @@ def test_training_on_a_handful_of_clips_gives_a_working_model(
     ]  # fmt: skip
 
 
+def test_the_weighted_loss_with_every_clip_at_one_is_the_class_weighted_one(
+    trainer: ModuleType,
+) -> None:
+    import importlib.util
+
+    require(importlib.util.find_spec("torch") is not None, "torch (the [train] extra)")
+    import torch
+
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(16, 9, generator=gen)
+    target = torch.randint(0, 9, (16,), generator=gen)
+    classes = torch.rand(9, generator=gen) + 0.5
+    ones = torch.ones(16)
+    want = torch.nn.CrossEntropyLoss(weight=classes)(logits, target)
+    assert float(trainer.weighted_loss(logits, target, classes, ones)) == pytest.approx(float(want))
+    # A clip weighing twice counts as that clip twice over.
+    twice = torch.cat([torch.ones(15), torch.tensor([2.0])])
+    doubled = torch.nn.CrossEntropyLoss(weight=classes)(
+        torch.cat([logits, logits[-1:]]), torch.cat([target, target[-1:]])
+    )
+    assert float(trainer.weighted_loss(logits, target, classes, twice)) == pytest.approx(
+        float(doubled)
+    )
+
+
 @pytest.mark.slow
 def test_near_misses_weighing_more_are_heard_as_other_more(
-    training: ModuleType, tmp_path: Path
+    trainer: ModuleType, tmp_path: Path
 ) -> None:
     """``fit --near-weight``: the same clips, near misses weighing 4x, push the near misses'
     probability of anything else up (frames drawn so that "two" and its near miss overlap)."""
@@ -190,12 +221,12 @@ def test_near_misses_weighing_more_are_heard_as_other_more(
     np.savez(tmp_path / "features.npz", frames=np.concatenate(frames),
              offsets=np.cumsum([0, *(len(f) for f in frames)]))  # fmt: skip
     (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    d = training.Data(tmp_path)
+    d = trainer.Data(tmp_path)
     every = list(range(len(rows)))
     misses = [i for i, r in enumerate(rows) if r["near"]]
 
     def other(weight: float) -> float:
-        w = training.train(d, every, seed=1, epochs=30, near_weight=weight)
+        w = trainer.train(d, every, seed=1, epochs=30, near_weight=weight)
         model = am.from_arrays("tiny.en", w, {"classes": am.CLASSES})
         return float(np.mean([model.read(d.clip(i).astype(np.float32))[0] for i in misses]))
 
