@@ -174,15 +174,21 @@ GRID = [round(0.5 + 0.005 * i, 3) for i in range(100)]
 QUESTIONS = ("card", "yes", decision.CANCEL_KEY)
 
 
+def run(folder: Path) -> tuple[list[dict[str, Any]], dict[str, np.ndarray[Any, Any]]]:
+    """A training run's clips (``items.jsonl``) and its models' probabilities (``oof.npz``)."""
+    rows = [json.loads(line) for line in (folder / "items.jsonl").read_text().splitlines()]
+    with np.load(folder / "oof.npz") as f:
+        return rows, dict(f)
+
+
 def cases(
     cache: Path, folder: Path = OUT
 ) -> list[tuple[dict[str, Any], np.ndarray[Any, Any], Hearing, int, Stage]]:
     """Every corpus clip as recorded with its hearing and out-of-fold probabilities, at each
     question it is decided at: FSDD among five cards, speech_commands on one card and at a
     final card (as ``benchmarks/calibrate.py`` decides them); ``folder``: the training run's."""
-    rows = [json.loads(line) for line in (folder / "items.jsonl").read_text().splitlines()]
-    with np.load(folder / "oof.npz") as z:
-        oof = z["oof"]
+    rows, z = run(folder)
+    oof = z["oof"]
     hearings = load(cache)
     out = []
     for i, r in enumerate(rows):
@@ -265,9 +271,7 @@ def _wrong(case: tuple[Any, ...], need: float) -> bool:
 
 def table(args: argparse.Namespace) -> int:
     """Right, refused and wrong releases of each rule on each set."""
-    rows = [json.loads(line) for line in (Path(args.dir) / "items.jsonl").read_text().splitlines()]
-    with np.load(Path(args.dir) / "oof.npz") as f:
-        z = dict(f)
+    rows, z = run(Path(args.dir))
     record_ = json.loads(RECORD.read_text())
     fits = record_["fits"]
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
@@ -324,9 +328,7 @@ def sweep(args: argparse.Namespace) -> int:
     half apart (a seeded half of the words, ``--seed``), so a threshold chosen on one half of the
     words can be reported on the other. With ``--lift``, "both" stays at the record's thresholds
     and the sweep is of the threshold at which "lift" adds the answer model's release."""
-    rows = [json.loads(line) for line in (Path(args.dir) / "items.jsonl").read_text().splitlines()]
-    with np.load(Path(args.dir) / "oof.npz") as f:
-        z = dict(f)
+    rows, z = run(Path(args.dir))
     shipped = json.loads(RECORD.read_text())
     every = cases(Path(args.cache), Path(args.dir))
     near = load(Path(args.near))
