@@ -18,7 +18,7 @@ import hashlib
 import os
 import random
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,7 +262,7 @@ def sound_neighbours(avoid: set[str]) -> list[tuple[str, str]]:
     """(word, the answer it is near): dictionary words one sound from an answer (an edit
     distance of 1 over espeak-ng's phoneme letters, 2 for answers of five or more), never one
     that sounds the same (a homophone) nor one sounding like a word in ``avoid``."""
-    words = _dictionary_words() - HOMOPHONES - set(SOUNDS_OF)
+    words = dictionary_words() - HOMOPHONES - set(SOUNDS_OF)
     sounds = phonemes(sorted(words))
     targets = phonemes(list(SOUNDS_OF))
     avoided = set(phonemes(sorted(avoid)).values()) if avoid else set()
@@ -272,7 +272,7 @@ def sound_neighbours(avoid: set[str]) -> list[tuple[str, str]]:
         if ph in same or ph in avoided or word in avoid:
             continue
         for answer, target in targets.items():
-            if _edits(ph, target, 1 if len(target) < 5 else 2):
+            if within(ph, target, 1 if len(target) < 5 else 2):
                 out.append((word, answer))
                 break
     return out
@@ -284,7 +284,7 @@ def two_sounds_away(
     """(word, answer): dictionary words exactly two sounds from a short answer (under five
     phoneme letters, where one sound is much of the word), ``each`` a seeded sample for each
     answer; none in ``taken``, none in ``avoid`` or sounding like one."""
-    words = _dictionary_words() - HOMOPHONES - set(SOUNDS_OF) - taken - avoid
+    words = dictionary_words() - HOMOPHONES - set(SOUNDS_OF) - taken - avoid
     sounds = phonemes(sorted(words))
     targets = {a: t for a, t in phonemes(list(SOUNDS_OF)).items() if len(t) < 5}
     avoided = set(phonemes(sorted(avoid)).values()) if avoid else set()
@@ -294,14 +294,14 @@ def two_sounds_away(
         near = sorted(
             w
             for w, ph in sounds.items()
-            if ph not in avoided and _edits(ph, target, 2) and not _edits(ph, target, 1)
+            if ph not in avoided and within(ph, target, 2) and not within(ph, target, 1)
         )
         out += [(w, answer) for w in rng.sample(near, min(each, len(near)))]
     return list(dict.fromkeys(out))
 
 
-def _edits(a: str, b: str, most: int) -> bool:
-    """True when ``a`` is within ``most`` single-letter edits of ``b``."""
+def within(a: Sequence[str], b: Sequence[str], most: int) -> bool:
+    """True when ``a`` is within ``most`` single-letter (or single-phone) edits of ``b``."""
     if abs(len(a) - len(b)) > most:
         return False
     row = list(range(len(b) + 1))
@@ -312,7 +312,8 @@ def _edits(a: str, b: str, most: int) -> bool:
     return row[-1] <= most
 
 
-def _dictionary_words() -> set[str]:
+def dictionary_words() -> set[str]:
+    """Debian's wamerican words of 2 to 9 plain letters, lower-cased."""
     if not DICTIONARY.exists():
         raise SystemExit(f"{DICTIONARY} is missing: apt-get install wamerican")
     text = DICTIONARY.read_text(encoding="utf-8", errors="replace")
