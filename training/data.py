@@ -322,17 +322,7 @@ def dictionary_words() -> set[str]:
 
 def dictionary(seed: int, avoid: set[str], count: int = DICTIONARY_WORDS) -> list[str]:
     """``DICTIONARY_WORDS`` plain words of 2 to 9 letters, none an answer or a held-out word."""
-    if not DICTIONARY.exists():
-        raise SystemExit(f"{DICTIONARY} is missing: apt-get install wamerican")
-    words = sorted(
-        {
-            w.strip().lower()
-            for w in DICTIONARY.read_text(encoding="utf-8", errors="replace").split()
-            if w.strip().isalpha() and w.strip().isascii() and 2 <= len(w.strip()) <= 9
-        }
-        - HOMOPHONES
-        - avoid
-    )
+    words = sorted(dictionary_words() - HOMOPHONES - avoid)
     rng = random.Random(seed)
     picked = rng.sample(words, count * 2)
     return [w for w in picked if label(w) == OTHER][:count]

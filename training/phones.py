@@ -8,13 +8,15 @@ shipped: docs/voice-measurements.md, "A phone model's spelling check").
         --cache bench-out/hear-tiny.jsonl --near bench-out/hear-nearmiss.jsonl
 
 The question: can a model of the sounds, not of the answers, tell a near miss from the answer?
-Each clip's text is spelled in espeak-ng's phonemes (en-us, IPA, stress dropped), and a per-frame
-network over the encoder frames the answer model reads learns them with CTC (English clips and
-background only; the Hindi voice's are left out). A release passes the spelling check when the
-likeliest of its spoken forms ("two", "second", "the second one" ...) is likelier than every word
-within two phones of one of them (``lexicon``: Debian's dictionary, the training's phrases and
-the lexicons' answers and refusals, never drawn from the held-out near misses). No threshold: the
-answer must be the likeliest word. Steps, under ``bench-out/answer-model`` (``--out``):
+Each clip's text is spelled in espeak-ng's phonemes (en-us, IPA, stress dropped), and a network
+over the encoder frames the answer model reads (each frame with ``--context`` neighbours a side)
+learns them with CTC (English clips and background only; the Hindi voice's are left out). A
+release passes the spelling check when the likeliest of its spoken forms ("two", "second", "the
+second one" ...) is likelier than every word within two phones of one of them (``lexicon``:
+Debian's dictionary, the training's phrases and the lexicons' answers and refusals; the held-out
+near-miss words are there as every dictionary word is, none added for being held out). No
+threshold: the answer must be the likeliest word. Steps, under ``bench-out/answer-model``
+(``--out``):
   spell     the phonemes of every clip's text and every dictionary word: ``phones.json``
   fit       four fold models (out-of-fold log-probabilities of every clip, the held-out near
             misses by the model on every fold: ``phones-oof.npz``) and that model's weights
@@ -132,8 +134,8 @@ def lexicon(
 ) -> dict[str, tuple[list[tuple[str, ...]], list[tuple[str, ...]]]]:
     """Each release's (spoken forms, words near them that are not it), spelled. A word that
     sounds exactly like a form ("to", "too") is no competitor: the grammar reads it; nor is one
-    that only leaves sounds out of a form (``fainter``): only a sound the answer does not have
-    says another word."""
+    that only leaves sounds out of a form it is near (``fainter``; "ree" of "three", but not
+    "pour" of "option four"): only a sound the answer does not have says another word."""
     pool = {*data.dictionary_words(), *data.PHRASES, *data.OUT_OF_RANGE,
             *(t for t, lang in [*data.answers(), *data.refusals()] if lang == "en")}  # fmt: skip
     classes = {t: data.label(t) for t in pool if sounds.get(t)}
@@ -145,7 +147,7 @@ def lexicon(
             w
             for w in near - forms
             if any(data.within(w, f, NEAR_EDITS) for f in forms)
-            and not any(fainter(w, f) for f in forms)
+            and not any(data.within(w, f, NEAR_EDITS) and fainter(w, f) for f in forms)
         }
         out[release] = (sorted(forms), sorted(near))
     return out
@@ -168,21 +170,29 @@ class Check:
             self.rows = {int(i): k for k, i in enumerate(z["rows"])}
             self.offsets, self.logp = z["offsets"], z["logp"]
         index = {p: k for k, p in enumerate(self.inventory)}
+        self.seconds: list[float] = []  # each check's time
         self.lexicon = {
             release: ([[index[p] for p in f] for f in forms], [[index[p] for p in w] for w in near])
             for release, (forms, near) in lexicon(sounds).items()
         }
 
-    def margin(self, row: int, release: str) -> float:
-        """The check's margin for clip ``row`` (of items.jsonl) as ``release``, out of fold."""
+    def margin(self, row: int, releases: Sequence[str]) -> float:
+        """The check's margin for clip ``row`` (of items.jsonl), out of fold, as any of
+        ``releases`` (one, or "yes" and "card1" where one card is open: ``releases``)."""
         k = self.rows[row]
         logp = self.logp[self.offsets[k] : self.offsets[k + 1]].astype(np.float64)
-        return margin(logp, *self.lexicon[release])
+        forms = [f for r in releases for f in self.lexicon[r][0]]
+        near = [w for r in releases for w in self.lexicon[r][1] if w not in forms]
+        started = time.perf_counter()
+        try:
+            return margin(logp, forms, near)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
 
 
 def stacked(x: np.ndarray[Any, Any], context: int) -> np.ndarray[Any, Any]:
     """Each frame of normalised frames ``x`` (T x width, or B x T x width) beside its
-    ``context`` neighbours on each side, quiet (zero) past either end."""
+    ``context`` neighbours on each side; past either end, zeros (the average frame)."""
     if context == 0:
         return x
     pad = [(0, 0)] * (x.ndim - 2) + [(context, context), (0, 0)]
@@ -230,7 +240,7 @@ def train(d: Data, targets: list[list[int]], rows: Sequence[int], seed: int, cla
                 x[k, : len(c)] = (c - mean) / scale
             logp = torch.log_softmax(net(torch.from_numpy(stacked(x, context))), dim=-1)
             want = [targets[i] for i in batch]
-            flat = torch.tensor([p for w in want for p in w])
+            flat = torch.tensor([p for w in want for p in w], dtype=torch.long)
             sizes = torch.tensor([len(c) for c in clips]), torch.tensor([len(w) for w in want])
             loss = ctc(logp.transpose(0, 1), flat, *sizes)
             opt.zero_grad()
@@ -261,6 +271,7 @@ def log_probs(w: dict[str, Any], frames: np.ndarray[Any, Any]) -> np.ndarray[Any
 
 
 def spell_step(args: argparse.Namespace) -> int:
+    """``phones.json``: the phonemes of every English clip's text and every dictionary word."""
     out = Path(args.out)
     rows = [json.loads(line) for line in (out / "items.jsonl").read_text().splitlines()]
     texts = sorted({r["text"] for r in rows if english(r)})
@@ -272,6 +283,7 @@ def spell_step(args: argparse.Namespace) -> int:
 
 
 def fit_step(args: argparse.Namespace) -> int:
+    """Four fold models and one on every fold; ``phones-oof.npz``, ``phones-final.npz``."""
     out = Path(args.out)
     d = Data(out)
     sounds: dict[str, list[str]] = json.loads((out / "phones.json").read_text())
@@ -317,7 +329,7 @@ def report_step(args: argparse.Namespace) -> int:
         else:
             continue
         for release in (a for a in asked if a in RELEASES):
-            passed[key][check.margin(i, release) >= 0] += 1
+            passed[key][check.margin(i, (release,)) >= 0] += 1
     for key in sorted(passed):
         print(f"{key:45} {passed[key][True]:5} of {passed[key].total():5} pass")
     return 0
@@ -345,13 +357,13 @@ def decide_step(args: argparse.Namespace) -> int:
     rows, _ = af.run(out)
     row_of = {r["id"]: i for i, r in enumerate(rows) if r["copy"] == 0}  # as recorded
 
-    def ruled(row: int, v: dict[str, Decision]) -> dict[str, Decision]:
+    def ruled(row: int, v: dict[str, Decision], cards: int) -> dict[str, Decision]:
         both = v["cancel"]  # shipped: "both", then the sound's cancel
-        spelled = _checked(check, row, both)
+        spelled = _checked(check, row, both, cards)
         extra = v["lift"] if v["lift"].releases and v["lift"] != v["both"] else both
-        lifted = _checked(check, row, extra) if extra != both else both
+        lifted = _checked(check, row, extra, cards) if extra != both else both
         return {"both": both, "spelled": spelled, "lift": extra, "lift+spelled": lifted,
-                "lift, all spelled": _checked(check, row, extra)}  # fmt: skip
+                "lift, all spelled": _checked(check, row, extra, cards)}  # fmt: skip
 
     for r, probs, h, cards, stage in af.cases(Path(args.cache), out):
         q = calibration.question(stage, cards)
@@ -359,14 +371,16 @@ def decide_step(args: argparse.Namespace) -> int:
         cancel = af._half(record["fits"].get(decision.CANCEL_KEY, {}), af.OTHER_HALF[r["fold"]])
         want = af.expected(r["label"], cards, stage)
         v = af.verdicts(h, probs, cards, stage, need, cancel)
-        for rule, got in ruled(row_of[r["id"]], v).items():
+        for rule, got in ruled(row_of[r["id"]], v, cards).items():
             counts[(_kind(r), rule)][af.outcome(want, got)] += 1
     shipped = am.load("tiny.en")
+    if shipped is None:
+        raise SystemExit("no answer model for tiny.en in the package: restore it with git")
     near = load(Path(args.near))
     d = Data(out)
     thresholds = record["thresholds"]
     for i, r in enumerate(rows):
-        if r["fold"] != data.HELD_OUT or shipped is None:
+        if r["fold"] != data.HELD_OUT:
             continue
         probs = shipped.read(d.clip(i).astype(np.float32))
         for cards, stage in af.NEAR_CONFIGS:
@@ -376,26 +390,37 @@ def decide_step(args: argparse.Namespace) -> int:
                 continue
             v = af.verdicts(heard, probs, cards, stage, thresholds[q],
                             thresholds.get(decision.CANCEL_KEY, math.inf))  # fmt: skip
-            for rule, got in ruled(i, v).items():
+            for rule, got in ruled(i, v, cards).items():
                 counts[("held-out near misses", rule)]["wrong" if got.releases else "held"] += 1
     print(f"{'set':28}" + "".join(f"{rule:>30}" for rule in DECIDE_RULES))
     for kind in sorted({k for k, _ in counts}):
         cells = [counts[(kind, rule)] for rule in DECIDE_RULES]
         print(f"{kind:28}" + "".join(f"{_cell(c):>30}" for c in cells))
+    ms = 1000 * np.array(check.seconds)
+    print(f"{len(ms)} checks: median {np.median(ms):.0f} ms, 90th percentile "
+          f"{np.percentile(ms, 90):.0f} ms (one core)")  # fmt: skip
     return 0
 
 
-def _checked(check: Check, row: int, got: Decision) -> Decision:
+def releases(got: Decision, cards: int) -> tuple[str, ...]:
+    """The answer-model classes a release may have been said as: where one card is open, a
+    confirm is "yes" or "one" (``answer_model.meanings``)."""
+    if cards == 1:
+        return ("yes", "card1")
+    return (f"card{got.card}",) if got.kind is Kind.CHOOSE else ("yes",)
+
+
+def _checked(check: Check, row: int, got: Decision, cards: int) -> Decision:
     """``got``, or unclear where it releases and fails the spelling check."""
     from voicegate.voice import decision
 
     if not got.releases:
         return got
-    release = "yes" if got.kind is Kind.CONFIRM else f"card{got.card}"
-    return got if check.margin(row, release) >= 0 else decision.UNCLEAR
+    return got if check.margin(row, releases(got, cards)) >= 0 else decision.UNCLEAR
 
 
 def _kind(r: dict[str, Any]) -> str:
+    """The row of ``decide``'s table a corpus clip counts in."""
     if r["source"] == "fsdd":
         return f"FSDD {r['speaker']}"
     if r["label"] == "yes":
@@ -406,7 +431,9 @@ def _kind(r: dict[str, Any]) -> str:
 
 
 def _cell(c: Counter[str]) -> str:
-    return " ".join(f"{k} {c[k]}" for k in ("right", "refused", "wrong") if c[k] or k == "wrong")
+    """Right, refused, wrong and held (no release of no answer) of one rule on one set."""
+    kinds = ("right", "refused", "wrong", "held")
+    return " ".join(f"{k} {c[k]}" for k in kinds if c[k] or k == "wrong")
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ def frames_saying(*sounds: str, each: int = 3, sure: float = 0.9) -> np.ndarray:
     return np.asarray(np.log(probs))
 
 
+@pytest.mark.slow  # torch's import alone takes about a second
 def test_the_forward_sum_is_torchs_ctc(phones: ModuleType) -> None:
     require(importlib.util.find_spec("torch") is not None, "torch (the [train] extra)")
     import torch
@@ -80,7 +81,8 @@ def test_near_words_are_within_two_phones_and_never_sound_like_a_form(
         "two": ["t", "uː"], "too": ["t", "uː"], "tooth": ["t", "uː", "θ"],
         "second": ["s", "ɛ", "k", "ə", "n", "d"], "bird": ["b", "ɜː", "d"],
         "third": ["θ", "ɜː", "d"], "three": ["θ", "ɹ", "iː"], "tree": ["t", "ɹ", "iː"],
-        "ree": ["ɹ", "iː"],
+        "ree": ["ɹ", "iː"], "one": ["w", "ʌ", "n"], "sun": ["s", "ʌ", "n"],
+        "first one": ["f", "ɜː", "s", "t", "w", "ʌ", "n"],
     }  # fmt: skip
     lexicon = phones.lexicon(sounds)
     forms, near = lexicon["card2"]
@@ -92,6 +94,17 @@ def test_near_words_are_within_two_phones_and_never_sound_like_a_form(
     assert ("θ", "ɜː", "d") in forms3
     assert {("b", "ɜː", "d"), ("t", "ɹ", "iː")} <= set(near3)
     assert ("ɹ", "iː") not in near3  # "three" with its first sound faint is still "three"
+    # "sun" leaves sounds out of "first one", but is no fainter "one": a sound "one" lacks.
+    assert ("s", "ʌ", "n") in lexicon["card1"][1]
+
+
+def test_on_one_card_a_confirm_is_checked_as_yes_or_one(phones: ModuleType) -> None:
+    from voicegate.domain import Decision
+    from voicegate.reasons import Kind
+
+    assert phones.releases(Decision(Kind.CONFIRM), 1) == ("yes", "card1")
+    assert phones.releases(Decision(Kind.CONFIRM), 3) == ("yes",)
+    assert phones.releases(Decision(Kind.CHOOSE, card=2), 3) == ("card2",)
 
 
 def test_a_fainter_form_only_leaves_sounds_out(phones: ModuleType) -> None:
