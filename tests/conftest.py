@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import settings
@@ -73,6 +76,16 @@ def require(condition: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is missing, and CI=true forbids skipping", pytrace=False)
     pytest.skip(f"{what} is missing")
+
+
+def training_script(name: str) -> ModuleType:
+    """A script of training/ (``answer_model``, ``phones``), imported as the scripts import each
+    other: with training/ on the path while it loads."""
+    sys.path.insert(0, str(ROOT / "training"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "training"))
 
 
 @pytest.fixture(scope="session")

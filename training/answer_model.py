@@ -222,12 +222,8 @@ def train(
     lengths = d.offsets[order + 1] - d.offsets[order]
     mean_t, scale_t = torch.tensor(mean), torch.tensor(scale)
     for _ in range(epochs):
-        # Batches of similar lengths (little padding), in a random order.
-        shuffled = order[np.lexsort((rng.random(len(order)), lengths // 8))]
-        batches = [shuffled[k : k + BATCH] for k in range(0, len(shuffled), BATCH)]
-        rng.shuffle(batches)
         net.train()
-        for batch in batches:
+        for batch in length_batches(order, lengths, rng):
             x, mask = _padded(d, batch, mean_t, scale_t)
             target = torch.tensor(d.targets[batch])
             clip_weights = torch.tensor(near[batch], dtype=torch.float32)
@@ -247,6 +243,17 @@ def train(
         "out": net.out.weight.detach().numpy().T.copy(),
         "out_bias": net.out.bias.detach().numpy().copy(),
     }
+
+
+def length_batches(
+    order: np.ndarray[Any, Any], lengths: np.ndarray[Any, Any], rng: np.random.Generator
+) -> list[np.ndarray[Any, Any]]:
+    """One epoch's batches of ``order`` (``BATCH`` clips each): clips of similar ``lengths``
+    together (little padding), the batches in a random order."""
+    shuffled = order[np.lexsort((rng.random(len(order)), lengths // 8))]
+    batches = [shuffled[k : k + BATCH] for k in range(0, len(shuffled), BATCH)]
+    rng.shuffle(batches)
+    return batches
 
 
 def weighted_loss(logits: Any, target: Any, class_weights: Any, clip_weights: Any) -> Any:

@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import data
-from answer_model import Data
+from answer_model import BATCH, Data, length_batches
 
 from voicegate.domain import Decision
 from voicegate.reasons import Kind
@@ -55,7 +55,6 @@ HIDDEN = 256
 # Frames each side a frame's network reads (40 ms each): 1 lets it hear 120 ms around.
 CONTEXT = 1
 EPOCHS = 12
-BATCH = 64
 LEARNING_RATE = 2e-3
 STRESS = str.maketrans("", "", "ˈˌ")
 BLANK = "_"
@@ -228,12 +227,8 @@ def train(d: Data, targets: list[list[int]], rows: Sequence[int], seed: int, cla
     order = np.array(rows)
     lengths = d.offsets[order + 1] - d.offsets[order]
     for _ in range(epochs):
-        # Batches of similar lengths (little padding), in a random order.
-        shuffled = order[np.lexsort((rng.random(len(order)), lengths // 8))]
-        batches = [shuffled[k : k + BATCH] for k in range(0, len(shuffled), BATCH)]
-        rng.shuffle(batches)
         net.train()
-        for batch in batches:
+        for batch in length_batches(order, lengths, rng):
             clips = [d.clip(i) for i in batch]
             x = np.zeros((len(clips), max(len(c) for c in clips), width), np.float32)
             for k, c in enumerate(clips):

@@ -4,7 +4,6 @@ speech, each path of the decision it joins, and training from a handful of clips
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -12,7 +11,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, ROOT, require
+from tests.conftest import CORPUS, FIXTURES, require, training_script
 from voicegate.domain import Decision, Stage
 from voicegate.reasons import Kind
 from voicegate.voice import answer_model as am
@@ -34,12 +33,7 @@ def tiny() -> Iterator[FasterWhisperTranscriber]:
 @pytest.fixture(scope="module")
 def trainer() -> ModuleType:
     """training/answer_model.py, for what needs no speech rendered."""
-    sys.path.insert(0, str(ROOT / "training"))
-    try:
-        import answer_model
-    finally:
-        sys.path.remove(str(ROOT / "training"))
-    return answer_model
+    return training_script("answer_model")
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import sys
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, require
+from tests.conftest import require, training_script
 
 # A toy inventory: blank first.
 PHONES = ("_", "t", "uː", "θ", "ɹ", "iː", "b", "ɜː", "d", "s", "ɛ", "k", "ə", "n")
@@ -20,12 +19,7 @@ ID = {p: k for k, p in enumerate(PHONES)}
 
 @pytest.fixture(scope="module")
 def phones() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "training"))
-    try:
-        import phones
-    finally:
-        sys.path.remove(str(ROOT / "training"))
-    return phones
+    return training_script("phones")
 
 
 def spelled(*sounds: str) -> list[int]:
